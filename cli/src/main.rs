@@ -1,0 +1,3 @@
+//! The `rtgt` binary: daemon, JSON-RPC client and interactive shell.
+
+fn main() {}

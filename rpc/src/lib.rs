@@ -1,0 +1,1 @@
+//! rtgt JSON-RPC control plane (SPDK rpc.py compatible).

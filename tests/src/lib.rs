@@ -1,0 +1,1 @@
+//! Shared helpers for rtgt's cross-crate tests: test initiators and harness utilities.

@@ -1,0 +1,1 @@
+//! rtgt NVMe-oF RDMA transport.

@@ -1,0 +1,1 @@
+//! rtgt SRP (SCSI RDMA Protocol) target transport.
