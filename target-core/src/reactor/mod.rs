@@ -425,6 +425,8 @@ struct Poller {
 enum PollerOp {
     Add(Poller),
     Remove(PollerId),
+    Watch(RawFd),
+    Unwatch(RawFd),
 }
 
 /// The per-reactor context handed to messages and pollers.
@@ -493,6 +495,18 @@ impl ReactorCtx {
     pub fn unregister_poller(&mut self, id: PollerId) {
         self.ops.push(PollerOp::Remove(id));
     }
+
+    /// Adds an fd to the set a sleeping reactor wakes on, without a poller of its own (for
+    /// example a block device's completion eventfd, which the poll group's poller drains). The
+    /// caller keeps the fd open until [`ReactorCtx::unwatch_fd`].
+    pub fn watch_fd(&mut self, fd: RawFd) {
+        self.ops.push(PollerOp::Watch(fd));
+    }
+
+    /// Removes an fd added by [`ReactorCtx::watch_fd`].
+    pub fn unwatch_fd(&mut self, fd: RawFd) {
+        self.ops.push(PollerOp::Unwatch(fd));
+    }
 }
 
 /// Builder for a poller: active (every iteration) or timed (`period`), optionally with a wake-up
@@ -551,6 +565,7 @@ struct Reactor {
 }
 
 const WAKE_TOKEN: u64 = u64::MAX;
+const WATCH_TOKEN: u64 = u64::MAX - 1;
 
 impl Reactor {
     fn new(reactors: Reactors, index: usize) -> std::io::Result<Self> {
@@ -685,6 +700,14 @@ impl Reactor {
                         changed = true;
                     }
                 }
+                PollerOp::Watch(fd) => {
+                    if let Err(e) = self.epoll.add(fd, WATCH_TOKEN) {
+                        tracing::error!("reactor {}: cannot watch fd {fd}: {e}", self.ctx.index);
+                    }
+                }
+                PollerOp::Unwatch(fd) => {
+                    let _ = self.epoll.remove(fd);
+                }
             }
         }
         if changed {
@@ -721,8 +744,20 @@ impl Reactor {
         slot.stats.in_interrupt.store(true, Ordering::Relaxed);
         slot.stats.sleeps.fetch_add(1, Ordering::Relaxed);
         let started = Instant::now();
-        if let Err(e) = self.epoll.wait(&mut self.events, timeout) {
-            tracing::error!("reactor {}: epoll_wait failed: {e}", self.ctx.index);
+        let ready = match self.epoll.wait(&mut self.events, timeout) {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::error!("reactor {}: epoll_wait failed: {e}", self.ctx.index);
+                0
+            }
+        };
+        // A timed poller whose fd is ready runs now rather than at its next period.
+        let now = Instant::now();
+        for ev in &self.events[..ready] {
+            let token = ev.u64;
+            if let Some(p) = self.pollers.iter_mut().find(|p| p.id.0 == token) {
+                p.next_due = now;
+            }
         }
         slot.sleeping.store(false, Ordering::SeqCst);
         slot.stats.in_interrupt.store(false, Ordering::Relaxed);

@@ -307,3 +307,52 @@ fn pollers_can_be_removed() {
     assert!(r.info()[0].pollers.is_empty());
     r.stop();
 }
+
+#[test]
+fn a_ready_fd_runs_its_timed_poller_at_once_and_watched_fds_wake() {
+    let r = reactors(1);
+    let efd = Arc::new(sys::EventFd::new().unwrap());
+    let ran = Arc::new(Mutex::new(Vec::new()));
+    let (e, rr) = (Arc::clone(&efd), Arc::clone(&ran));
+    r.send_ctrl(0, move |ctx| {
+        let fd = e.as_raw_fd();
+        ctx.poller("slow")
+            .period(Duration::from_secs(3600))
+            .wake_fd(fd)
+            .register(move |_| {
+                e.drain();
+                rr.lock().push(Instant::now());
+                PollStatus::Busy
+            });
+    })
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !r.stats(0).unwrap().in_interrupt.load(Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "reactor never went to sleep");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let t = Instant::now();
+    efd.notify();
+    while ran.lock().is_empty() {
+        assert!(
+            t.elapsed() < Duration::from_secs(1),
+            "ready fd did not run the poller"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+
+    // A watched fd without a poller wakes the reactor too.
+    let watched = Arc::new(sys::EventFd::new().unwrap());
+    let w = Arc::clone(&watched);
+    r.send_ctrl(0, move |ctx| ctx.watch_fd(w.as_raw_fd()))
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let sleeps = r.stats(0).unwrap().sleeps.load(Ordering::SeqCst);
+    watched.notify();
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(r.stats(0).unwrap().sleeps.load(Ordering::SeqCst) > sleeps);
+    let w = Arc::clone(&watched);
+    r.send_ctrl(0, move |ctx| ctx.unwatch_fd(w.as_raw_fd()))
+        .unwrap();
+    r.stop();
+}
