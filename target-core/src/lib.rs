@@ -10,4 +10,6 @@
 pub mod bdev;
 pub mod nvme;
 pub mod reactor;
+pub mod registry;
 pub mod scsi;
+pub mod target;

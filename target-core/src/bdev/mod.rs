@@ -286,9 +286,10 @@ pub trait BdevChannel {
         None
     }
     /// Called before the reactor sleeps: resets the wake fd and returns `true` if completions
-    /// are already waiting (which cancels the sleep).
+    /// are already waiting (which cancels the sleep). The default suits backends without a
+    /// wake fd: anything outstanding keeps the reactor polling.
     fn arm(&mut self) -> bool {
-        false
+        self.outstanding() > 0
     }
     /// I/Os submitted and not yet returned by `poll`.
     fn outstanding(&self) -> usize;
