@@ -248,7 +248,11 @@ impl Controller {
     }
 
     fn kato_deadline(&self, now: Instant) -> Option<Instant> {
-        (self.kato_ms != 0).then(|| now + Duration::from_millis(u64::from(self.kato_ms)))
+        if self.kato_ms == 0 {
+            return None;
+        }
+        // At most 49 days ahead; a clock that cannot represent that never expires.
+        now.checked_add(Duration::from_millis(u64::from(self.kato_ms)))
     }
 
     /// Number of I/O queues granted: the Number of Queues answer + 1, or the maximum if the

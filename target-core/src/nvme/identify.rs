@@ -9,6 +9,9 @@ use super::spec::{IDENTIFY_DATA_SIZE, NQN_FIELD_LEN, NSID_ALL, Status, aen, cns,
 use super::sqe::Sqe;
 use super::view::{NamespaceView, SubsystemKind, SubsystemView, TransportLimits};
 
+/// The 4096-byte Identify data buffer. The builders below expect it zeroed.
+pub type IdentifyData = [u8; IDENTIFY_DATA_SIZE];
+
 /// Identify Controller byte offsets the host validates (for tests and debugging).
 pub mod ctrl_off {
     /// Serial number (20 bytes).
@@ -86,8 +89,9 @@ pub(super) fn execute(
     let cns = cdw10 as u8;
     let csi = (sqe.cdw11() >> 24) as u8;
     let nsid = sqe.nsid();
-    let buf = out
+    let buf: &mut IdentifyData = out
         .get_mut(..IDENTIFY_DATA_SIZE)
+        .and_then(|b| b.try_into().ok())
         .ok_or(Status::DATA_SGL_LENGTH_INVALID)?;
     if ctrl.kind == SubsystemKind::Discovery && cns != cns::CONTROLLER {
         return Err(Status::INVALID_FIELD);
@@ -174,7 +178,7 @@ pub fn mdts(limits: &TransportLimits) -> u8 {
 }
 
 /// Identify Controller data (CNS 01h) into a 4096-byte zeroed buffer.
-pub fn controller(ctrl: &Controller, view: &SubsystemView<'_>, b: &mut [u8]) {
+pub fn controller(ctrl: &Controller, view: &SubsystemView<'_>, b: &mut IdentifyData) {
     let l = &ctrl.limits;
     let disc = ctrl.kind == SubsystemKind::Discovery;
     // VID/SSVID 0.
@@ -210,12 +214,10 @@ pub fn controller(ctrl: &Controller, view: &SubsystemView<'_>, b: &mut [u8]) {
     le::put_u16(b, ctrl_off::KAS, l.kas);
     b[512] = 0x66; // SQES
     b[513] = 0x44; // CQES
-    let maxcmd = if disc {
-        l.max_admin_queue_depth
-    } else {
-        l.max_queue_depth
-    };
-    le::put_u16(b, ctrl_off::MAXCMD, maxcmd.max(1));
+    // Linux clamps every queue's size (the discovery admin queue included) to MAXCMD and warns
+    // when it does: advertise the queue depth, never less than the admin queue's.
+    let maxcmd = l.max_queue_depth.max(l.max_admin_queue_depth).max(1);
+    le::put_u16(b, ctrl_off::MAXCMD, maxcmd);
     if !disc {
         le::put_u32(b, ctrl_off::NN, nn(view));
         le::put_u16(b, ctrl_off::ONCS, oncs(view));
@@ -241,9 +243,10 @@ pub fn controller(ctrl: &Controller, view: &SubsystemView<'_>, b: &mut [u8]) {
         ctrl.subnqn.as_bytes(),
         0,
     );
+    let icd = if disc { 0 } else { l.in_capsule_data_size };
+    le::put_u32(b, ctrl_off::IOCCSZ, (64 + icd) / 16);
+    le::put_u32(b, ctrl_off::IORCSZ, 1);
     if !disc {
-        le::put_u32(b, ctrl_off::IOCCSZ, (64 + l.in_capsule_data_size) / 16);
-        le::put_u32(b, ctrl_off::IORCSZ, 1);
         le::put_u16(b, ctrl_off::OFCS, 1); // Disconnect command supported
     }
     // ICDOFF 0, FCATT 0 (dynamic model).
@@ -275,7 +278,7 @@ fn ascii(s: &str) -> &[u8] {
 }
 
 /// Identify Namespace data (CNS 00h) into a 4096-byte zeroed buffer.
-pub fn namespace(ns: &NamespaceView, b: &mut [u8]) {
+pub fn namespace(ns: &NamespaceView, b: &mut IdentifyData) {
     le::put_u64(b, 0, ns.num_blocks); // NSZE
     le::put_u64(b, 8, ns.num_blocks); // NCAP
     le::put_u64(b, 16, ns.num_blocks); // NUSE
@@ -288,14 +291,14 @@ pub fn namespace(ns: &NamespaceView, b: &mut [u8]) {
 }
 
 /// I/O command set independent Identify Namespace data (CNS 08h).
-pub fn cs_independent_namespace(ns: &NamespaceView, b: &mut [u8]) {
+pub fn cs_independent_namespace(ns: &NamespaceView, b: &mut IdentifyData) {
     b[1] = 1; // NMIC
     b[8] = u8::from(ns.read_only); // NSATTR
     b[14] = u8::from(ns.ready); // NSTAT: namespace ready
 }
 
 /// Active namespace list (CNS 02h): ascending NSIDs greater than `after`, at most 1024.
-pub fn active_ns_list(view: &SubsystemView<'_>, after: u32, b: &mut [u8]) {
+pub fn active_ns_list(view: &SubsystemView<'_>, after: u32, b: &mut IdentifyData) {
     let mut prev = after;
     for slot in 0..IDENTIFY_DATA_SIZE / 4 {
         // Smallest NSID greater than `prev`: the views are small and unsorted, and this is
@@ -316,7 +319,7 @@ pub fn active_ns_list(view: &SubsystemView<'_>, after: u32, b: &mut [u8]) {
 
 /// Namespace identification descriptor list (CNS 03h): EUI-64, NGUID and UUID when non-zero,
 /// then CSI = NVM.
-pub fn ns_descriptors(ns: &NamespaceView, b: &mut [u8]) {
+pub fn ns_descriptors(ns: &NamespaceView, b: &mut IdentifyData) {
     let mut off = 0;
     let mut put = |ty: u8, val: &[u8]| {
         b[off] = ty;

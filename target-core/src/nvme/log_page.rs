@@ -129,7 +129,7 @@ pub(super) fn execute(
     Ok(len)
 }
 
-fn smart(ctrl: &Controller, b: &mut [u8]) {
+fn smart(ctrl: &Controller, b: &mut [u8; 4096]) {
     b[0] = 0; // critical warning
     le::put_u16(b, 1, 311); // composite temperature, Kelvin (38 °C, as SPDK)
     b[3] = 100; // available spare
@@ -138,7 +138,7 @@ fn smart(ctrl: &Controller, b: &mut [u8]) {
     le::put_u64(b, 176, ctrl.errors.count()); // number of error log entries
 }
 
-fn effects(b: &mut [u8]) {
+fn effects(b: &mut [u8; 4096]) {
     const CSUPP: u32 = 1 << 0;
     const LBCC: u32 = 1 << 1;
     for opc in [
@@ -186,7 +186,7 @@ impl ChangedNsList {
     }
 
     /// Writes the 4096-byte log; returns its size.
-    pub fn encode(&self, b: &mut [u8]) -> usize {
+    pub fn encode(&self, b: &mut [u8; 4096]) -> usize {
         if self.overflow {
             le::put_u32(b, 0, NSID_ALL);
         } else {
@@ -244,7 +244,7 @@ impl ErrorLog {
     }
 
     /// Writes the log (64 entries of 64 bytes); returns its size.
-    pub fn encode(&self, b: &mut [u8]) -> usize {
+    pub fn encode(&self, b: &mut [u8; 4096]) -> usize {
         for (i, e) in self.entries.iter().enumerate() {
             let o = i * ERROR_LOG_ENTRY_SIZE;
             le::put_u64(b, o, e.count);

@@ -59,7 +59,6 @@ impl Tgt {
 
     fn view(&self) -> SubsystemView<'_> {
         SubsystemView {
-            nqn: SUBNQN,
             kind: SubsystemKind::Nvm,
             serial: "RTGT0000000000000001",
             model: "rtgt Controller",
@@ -72,7 +71,6 @@ impl Tgt {
 
     fn disc_view(&self) -> SubsystemView<'_> {
         SubsystemView {
-            nqn: DISCOVERY_NQN,
             kind: SubsystemKind::Discovery,
             serial: "",
             model: "",
@@ -1521,7 +1519,14 @@ fn discovery_session() {
     assert_eq!(id[ctrl_off::LPA] & 4, 4);
     assert_eq!(le::u32_at(&id, ctrl_off::SGLS) & 4, 4);
     assert_eq!(le::u16_at(&id, ctrl_off::ICDOFF), 0);
-    assert!(le::u16_at(&id, ctrl_off::MAXCMD) >= 32);
+    assert_eq!(le::u16_at(&id, ctrl_off::MAXCMD), 128);
+    assert_eq!(le::u32_at(&id, ctrl_off::IOCCSZ), 4);
+    assert_eq!(le::u32_at(&id, ctrl_off::IORCSZ), 1);
+    assert_eq!(
+        le::u32_at(&id, ctrl_off::SGLS),
+        0x5,
+        "no in-capsule data for discovery"
+    );
     assert_eq!(id[ctrl_off::CMIC], 0);
     // Some kernels send CNS 06h: an error is fine.
     assert_eq!(

@@ -76,8 +76,6 @@ impl NamespaceView {
 /// A subsystem as one controller sees it during one call.
 #[derive(Clone, Copy, Debug)]
 pub struct SubsystemView<'a> {
-    /// Subsystem NQN.
-    pub nqn: &'a str,
     /// NVM or discovery.
     pub kind: SubsystemKind,
     /// Serial number (ASCII, up to 20 bytes; space-padded on the wire).
