@@ -18,7 +18,7 @@ use super::nqn::Nqn;
 use super::sgl::SglDescriptor;
 use super::spec::{CNTLID_DYNAMIC, CONNECT_DATA_SIZE, NQN_FIELD_LEN, Status, fctype, le};
 use super::sqe::Sqe;
-use super::view::{SubsystemKind, TransportLimits};
+use super::view::TransportLimits;
 
 /// Connect SQE byte offsets (for IPO reporting).
 pub mod connect_off {
@@ -254,11 +254,7 @@ pub fn host_allowed<'a>(
 ///
 /// QID must be 0; SQSIZE must be non-zero and SQSIZE+1 ≤ the admin queue limit (IPO 44; the admin
 /// queue is *not* checked against MQES); CNTLID must be 0xFFFF (dynamic model; IATTR 1, IPO 16).
-pub fn check_admin_connect(
-    c: &Connect,
-    _kind: SubsystemKind,
-    limits: &TransportLimits,
-) -> Result<(), ConnectReject> {
+pub fn check_admin_connect(c: &Connect, limits: &TransportLimits) -> Result<(), ConnectReject> {
     if c.cmd.qid != 0 {
         return Err(ConnectReject::invalid_sqe_field(connect_off::QID));
     }
@@ -383,10 +379,7 @@ mod tests {
         assert_eq!(c.data.cntlid, 0xFFFF);
         assert_eq!(c.data.subnqn, SUBNQN);
         assert_eq!(c.data.hostnqn, HOSTNQN);
-        assert_eq!(
-            check_admin_connect(&c, SubsystemKind::Nvm, &TransportLimits::default()),
-            Ok(())
-        );
+        assert_eq!(check_admin_connect(&c, &TransportLimits::default()), Ok(()));
     }
 
     #[test]
@@ -460,37 +453,27 @@ mod tests {
         let c = parse_connect(&s, &d).unwrap();
         let mut z = c.clone();
         z.cmd.sqsize = 0;
-        let r = check_admin_connect(&z, SubsystemKind::Nvm, &l).unwrap_err();
+        let r = check_admin_connect(&z, &l).unwrap_err();
         assert_eq!(
             (r.status, r.iattr(), r.ipo()),
             (Status::CONNECT_INVALID_PARAMETERS, 0, 44)
         );
         let mut big = c.clone();
         big.cmd.sqsize = 32;
-        assert_eq!(
-            check_admin_connect(&big, SubsystemKind::Nvm, &l)
-                .unwrap_err()
-                .ipo(),
-            44
-        );
+        assert_eq!(check_admin_connect(&big, &l).unwrap_err().ipo(), 44);
         // The admin queue is not bound by MQES.
         let small = TransportLimits {
             max_queue_depth: 16,
             ..l
         };
-        assert!(check_admin_connect(&c, SubsystemKind::Nvm, &small).is_ok());
+        assert!(check_admin_connect(&c, &small).is_ok());
         let mut static_id = c.clone();
         static_id.data.cntlid = 0xFFFE;
-        let r = check_admin_connect(&static_id, SubsystemKind::Discovery, &l).unwrap_err();
+        let r = check_admin_connect(&static_id, &l).unwrap_err();
         assert_eq!((r.iattr(), r.ipo()), (1, 16));
         let mut io = c;
         io.cmd.qid = 1;
-        assert_eq!(
-            check_admin_connect(&io, SubsystemKind::Nvm, &l)
-                .unwrap_err()
-                .ipo(),
-            42
-        );
+        assert_eq!(check_admin_connect(&io, &l).unwrap_err().ipo(), 42);
     }
 
     #[test]

@@ -110,7 +110,7 @@ impl Tgt {
         {
             return (None, ConnectReject::invalid_host().cqe(sqe, 0, 1));
         }
-        if let Err(r) = check_admin_connect(&c, kind, &self.limits) {
+        if let Err(r) = check_admin_connect(&c, &self.limits) {
             return (None, r.cqe(sqe, 0, 1));
         }
         let Some(cntlid) = self.alloc.alloc() else {
@@ -1820,8 +1820,7 @@ fn fuzz_entry_points_do_not_panic() {
         connect_sqe.0[0] = 0x7F;
         connect_sqe.0[4] = 0x01;
         if let Ok(c) = parse_connect(&connect_sqe, &data[..rng.below(1025) as usize]) {
-            let k = [SubsystemKind::Nvm, SubsystemKind::Discovery][rng.below(2) as usize];
-            let _ = check_admin_connect(&c, k, &limits);
+            let _ = check_admin_connect(&c, &limits);
             let idx = rng.below(controllers.len() as u64) as usize;
             if let Ok(_dw0) = controllers[idx].accept_io_queue(&c) {
                 controllers[idx].io_queue_closed(c.cmd.qid);
