@@ -7,5 +7,7 @@
 //! - [`scsi`]: SCSI logical-unit logic, no I/O inside.
 //! - [`bdev`]: block devices (malloc, null, file/aio).
 
+pub mod bdev;
 pub mod nvme;
+pub mod reactor;
 pub mod scsi;
