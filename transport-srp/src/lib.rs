@@ -7,5 +7,10 @@
 //! - [`nexus`]: channel grouping per (initiator port, target port) and the multi-channel rules.
 //! - [`channel`]: the per-channel state machine (CONNECTING → LIVE → DISCONNECTING → DRAINING →
 //!   DISCONNECTED) and credit accounting.
+//! - [`tm`]: task management planning.
 
+pub mod channel;
+pub mod login;
+pub mod nexus;
 pub mod proto;
+pub mod tm;
