@@ -44,7 +44,8 @@ pub struct LoginEffects<K> {
     /// Established channels to terminate: send T_LOGOUT (reason 4), abort their outstanding
     /// commands, disconnect. They are now marked closing.
     pub terminate: Vec<K>,
-    /// Logins of the nexus not yet answered: reject them. They are removed from the table.
+    /// Logins of the nexus not yet answered: reject them (SRP r16a gives no specific reason;
+    /// 0x10000, "no reason given", fits). They are removed from the table.
     pub reject: Vec<K>,
 }
 
