@@ -86,6 +86,26 @@ impl std::fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
+/// The decoding rule of a typed method (see [`crate::Methods::register_typed`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decode {
+    /// [`strict`]: unknown keys fail with `-32602 Invalid parameters`.
+    Strict,
+    /// [`relaxed`]: unknown top-level keys are ignored.
+    Relaxed,
+    /// [`bdev`]: strict, failures are `-32603 spdk_json_decode_object failed`.
+    Bdev,
+}
+
+/// Decode `params` with rule `how`.
+pub fn decode<T: DeserializeOwned>(params: &Params<'_>, how: Decode) -> Result<T, DecodeError> {
+    match how {
+        Decode::Strict => strict(params),
+        Decode::Relaxed => relaxed(params),
+        Decode::Bdev => bdev(params),
+    }
+}
+
 /// Decode `params` into `T`; unknown keys anywhere fail with `-32602 Invalid parameters`.
 pub fn strict<T: DeserializeOwned>(params: &Params<'_>) -> Result<T, DecodeError> {
     decode_with(params, UnknownKeys::Reject, DecodeFlavor::InvalidParams)

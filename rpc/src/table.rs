@@ -11,12 +11,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use jsonrpsee::types::{ErrorObjectOwned, Id};
 use jsonrpsee::{ConnectionId, Extensions, MethodCallback, RpcModule};
 use parking_lot::RwLock;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use tracing::Instrument;
 
 use crate::Params;
 use crate::error::{RpcError, RpcResult};
+use crate::params::{self, Decode};
 use crate::state::{RpcState, StateHandle, StateMask};
 
 /// SPDK's maximum response size (`SPDK_JSONRPC_SEND_BUF_SIZE_MAX`, 32 MiB).
@@ -176,6 +178,76 @@ impl<Ctx: Send + Sync + 'static> Methods<Ctx> {
             .map_err(|_| RegisterError::AlreadyRegistered(name))?;
         self.add_info(name, mask, None);
         Ok(self)
+    }
+
+    /// Register a synchronous method whose params decode into `P` with rule `decode`; the
+    /// handler gets the decoded value. Most SPDK methods fit this shape.
+    ///
+    /// ```
+    /// # use rpc::{Methods, StateHandle, RpcState, StateMask, RpcError, params::Decode};
+    /// #[derive(serde::Deserialize)]
+    /// struct BdevName { name: String }
+    /// # struct Target; impl Target { fn delete(&self, _n: &str) -> bool { false } }
+    /// let mut m = Methods::new(Target, StateHandle::new(RpcState::Runtime));
+    /// m.register_typed("bdev_malloc_delete", StateMask::RUNTIME, Decode::Bdev, |a: BdevName, t: &Target| {
+    ///     if !t.delete(&a.name) {
+    ///         return Err(RpcError::no_such_device());
+    ///     }
+    ///     Ok(true)
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn register_typed<P, R, F>(
+        &mut self,
+        name: &'static str,
+        mask: StateMask,
+        decode: Decode,
+        handler: F,
+    ) -> Result<&mut Self, RegisterError>
+    where
+        P: DeserializeOwned,
+        R: Serialize + 'static,
+        F: Fn(P, &Ctx) -> RpcResult<R> + Send + Sync + 'static,
+    {
+        self.register(name, mask, move |params: Params<'_>, ctx: &Ctx| {
+            let args: P = params::decode(&params, decode)?;
+            handler(args, ctx)
+        })
+    }
+
+    /// Register an asynchronous method whose params decode into `P` with rule `decode`.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use rpc::{Methods, StateHandle, RpcState, StateMask, RpcError, params::Decode};
+    /// #[derive(serde::Deserialize)]
+    /// struct AddHost { nqn: String, host: String }
+    /// # struct Target; impl Target { async fn add_host(&self, _n: &str, _h: &str) -> Result<(), RpcError> { Ok(()) } }
+    /// let mut m = Methods::new(Target, StateHandle::new(RpcState::Runtime));
+    /// m.register_typed_async("nvmf_subsystem_add_host", StateMask::RUNTIME, Decode::Relaxed, |a: AddHost, t: Arc<Target>| async move {
+    ///     t.add_host(&a.nqn, &a.host).await?;
+    ///     Ok(true)
+    /// })
+    /// .unwrap();
+    /// ```
+    pub fn register_typed_async<P, R, F, Fut>(
+        &mut self,
+        name: &'static str,
+        mask: StateMask,
+        decode: Decode,
+        handler: F,
+    ) -> Result<&mut Self, RegisterError>
+    where
+        P: DeserializeOwned + Send + 'static,
+        R: Serialize + 'static,
+        F: Fn(P, Arc<Ctx>) -> Fut + Clone + Send + Sync + 'static,
+        Fut: Future<Output = RpcResult<R>> + Send + 'static,
+    {
+        self.register_async(name, mask, move |params: Params<'static>, ctx: Arc<Ctx>| {
+            let decoded: Result<P, _> = params::decode(&params, decode);
+            let handler = handler.clone();
+            async move { handler(decoded?, ctx).await }
+        })
     }
 
     /// Register `alias` as a deprecated name of `target` (SPDK's

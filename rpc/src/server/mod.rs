@@ -368,7 +368,7 @@ pub(crate) async fn serve_stream<S>(
                         Reply::Nothing => Ok(()),
                         Reply::Fatal(text) => {
                             stats.parse_errors.fetch_add(1, Ordering::Relaxed);
-                            close_with(&mut stream, text).await;
+                            close_with(&mut stream, text, &stop_rx).await;
                             return;
                         }
                     };
@@ -389,7 +389,12 @@ pub(crate) async fn serve_stream<S>(
                         "JSON syntax error on RPC connection; closing it"
                     );
                     stats.parse_errors.fetch_add(1, Ordering::Relaxed);
-                    close_with(&mut stream, error_response(None, &RpcError::parse_error())).await;
+                    close_with(
+                        &mut stream,
+                        error_response(None, &RpcError::parse_error()),
+                        &stop_rx,
+                    )
+                    .await;
                     return;
                 }
             }
@@ -412,7 +417,7 @@ pub(crate) async fn serve_stream<S>(
                 codes::INVALID_REQUEST,
                 format!("Request too large (limit {max_request} bytes)"),
             );
-            close_with(&mut stream, error_response(None, &e)).await;
+            close_with(&mut stream, error_response(None, &e), &stop_rx).await;
             return;
         }
         let want = room.min(chunk.len());
@@ -455,7 +460,11 @@ async fn send_line<S: AsyncWrite + Unpin>(stream: &mut S, mut text: String) -> i
 
 /// Send a final error, stop writing, and drain what the client is still sending (bounded in
 /// time and bytes) so it can read the error rather than a connection reset.
-async fn close_with<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, text: String) {
+async fn close_with<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
+    text: String,
+    stop_rx: &watch::Receiver<bool>,
+) {
     if send_line(stream, text).await.is_err() {
         return;
     }
@@ -470,7 +479,10 @@ async fn close_with<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, text: Str
             }
         }
     };
-    let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
+    tokio::select! {
+        _ = tokio::time::timeout(DRAIN_TIME, drain) => {}
+        _ = stopped(stop_rx.clone()) => {}
+    }
 }
 
 /// Bind a TCP listener, refusing non-loopback addresses unless allowed.

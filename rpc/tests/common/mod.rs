@@ -9,7 +9,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use rpc::{
     CoreHooks, KillSignal, LogControl, LogLevel, MethodTable, Methods, Params, RpcError, RpcResult,
-    RpcState, StateHandle, StateMask, params,
+    RpcState, StateHandle, StateMask, params, params::Decode,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -128,11 +128,11 @@ pub fn demo_table(initial: RpcState) -> Built {
         Ok(d.counted.fetch_add(1, Ordering::SeqCst) + 1)
     })
     .unwrap()
-    .register(
+    .register_typed(
         "bdev_malloc_create",
         StateMask::RUNTIME,
-        |p: Params<'_>, d: &Demo| {
-            let a: MallocCreate = params::bdev(&p)?;
+        Decode::Bdev,
+        |a: MallocCreate, d: &Demo| {
             if a.num_blocks == 0 || !a.block_size.is_multiple_of(512) {
                 return Err(RpcError::einval());
             }
@@ -146,11 +146,11 @@ pub fn demo_table(initial: RpcState) -> Built {
         },
     )
     .unwrap()
-    .register(
+    .register_typed(
         "nvmf_create_transport",
         StateMask::RUNTIME,
-        |p: Params<'_>, _: &Demo| {
-            let t: CreateTransport = params::relaxed(&p)?;
+        Decode::Relaxed,
+        |t: CreateTransport, _: &Demo| {
             if t.trtype != "RDMA" {
                 return Err(RpcError::invalid_params(format!(
                     "Transport type '{}' not found",
@@ -167,11 +167,11 @@ pub fn demo_table(initial: RpcState) -> Built {
         |_p: Params<'_>, _: &Demo| Ok(true),
     )
     .unwrap()
-    .register_async(
+    .register_typed_async(
         "nvmf_delete_subsystem",
         StateMask::RUNTIME,
-        |p: Params<'static>, _d: Arc<Demo>| async move {
-            let a: Nqn = params::strict(&p)?;
+        Decode::Strict,
+        |a: Nqn, _d: Arc<Demo>| async move {
             tokio::task::yield_now().await;
             RpcResult::<bool>::Err(RpcError::invalid_params(format!(
                 "Subsystem with NQN '{}' not found",
