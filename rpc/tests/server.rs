@@ -358,6 +358,15 @@ async fn state_masks_and_framework_start_init() {
 
     let r = c.call(json!({"method": "bdev_malloc_create", "id": 1, "params": {"num_blocks": 1, "block_size": 512}})).await;
     assert_eq!(r["error"], err(-1, MSG_NOT_YET_INITIALIZED));
+    // The state is checked before the parameters, as in SPDK.
+    let r = c
+        .call(json!({"method": "bdev_malloc_create", "id": 1, "params": {"bogus": 1}}))
+        .await;
+    assert_eq!(r["error"], err(-1, MSG_NOT_YET_INITIALIZED));
+    let r = c
+        .call(json!({"method": "nvmf_delete_subsystem", "id": 1, "params": {"bogus": 1}}))
+        .await;
+    assert_eq!(r["error"], err(-1, MSG_NOT_YET_INITIALIZED));
     assert_eq!(
         c.call(json!({"method": "nvmf_set_config", "id": 2})).await["result"],
         true
