@@ -267,7 +267,9 @@ impl<S: AsyncRead + AsyncWrite + Unpin> Client<S> {
                 let line: Vec<u8> = self.buf.drain(..=i).collect();
                 return Ok(Some(String::from_utf8(line[..i].to_vec()).unwrap()));
             }
-            let mut chunk = [0u8; 65536];
+            // On the heap: a large array here would sit in every test's future, and debug
+            // builds keep one copy per call site on the stack.
+            let mut chunk = vec![0u8; 65536];
             let n = match tokio::time::timeout_at(deadline, self.stream.read(&mut chunk)).await {
                 Err(_) => return Err(()),
                 Ok(Ok(n)) => n,
