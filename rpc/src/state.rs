@@ -52,8 +52,7 @@ impl StateMask {
         self.0 & state.bits() == state.bits()
     }
 
-    /// The `-1` error SPDK returns when a method with this mask is called in `state`, or `None`
-    /// when the call is allowed.
+    /// `Ok(())` if the call is allowed in `state`, else the `-1` error SPDK returns.
     pub fn check(self, state: RpcState) -> Result<(), RpcError> {
         if self.allows(state) {
             return Ok(());
