@@ -1,4 +1,155 @@
 //! rtgt fabric: verbs and RDMA CM behind one safe API, with an `rdma` provider over rdma-sys and
 //! an in-process `sim` provider for tests.
+//!
+//! Pick a provider once ([`Fabric::open`]); everything else — [`Device`], [`Pd`], [`Mr`],
+//! [`Cq`], [`Srq`], [`Qp`], [`EventChannel`], [`CmId`] — is the same type for both, so code
+//! above this crate cannot tell them apart. Data-path calls ([`Qp::post_send`],
+//! [`Qp::post_recv`], [`Srq::post_recv`], [`Cq::poll`]) take plain, preallocated values and do
+//! not allocate.
+//!
+//! Memory safety rests on [`mem`]: a registration holds its [`mem::DmaRegion`] alive, and work
+//! requests carry raw (addr, length, lkey) entries that the adapter — or the simulation —
+//! checks against registrations, so a wrong entry is an error completion, never a stray write.
+//!
+//! # Teardown rules (both providers)
+//! - [`Qp::modify_to_error`] or [`CmId::disconnect`] moves a queue pair to the error state;
+//!   every outstanding and newly posted work request then completes with
+//!   [`WcStatus::WrFlushErr`] (error completions are generated even for unsignaled requests).
+//! - Posting a zero-length RDMA WRITE (signaled) after that gives a "last completion" marker
+//!   on the send queue: when it arrives, every earlier send work request has completed.
+//! - Receives of a queue pair's own receive queue flush with it. Receives on a shared receive
+//!   queue belong to the queue, not to a queue pair, and do not flush; for a queue pair attached
+//!   to one, wait for [`AsyncEventKind::QpLastWqeReached`] on the device's async fd (the sim
+//!   raises it on entering the error state; real adapters raise it when the last receive
+//!   consumed from the shared queue has completed) before destroying it.
 
+pub mod cm;
+pub mod error;
 pub mod mem;
+mod rdma;
+pub mod sim;
+pub mod types;
+pub mod verbs;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+pub use cm::{CmId, EventChannel};
+pub use error::{FabricError, PostError, PostErrorKind, Result};
+pub use sim::{CompletionMatch, SimFaults, SimNetwork};
+pub use types::*;
+pub use verbs::{CompChannel, Cq, Device, Mr, Mw, Pd, Qp, QpInit, Srq};
+
+static HANDLES: AtomicU64 = AtomicU64::new(1);
+
+/// A process-unique, non-zero handle for CQs, SRQs, PDs and CM ids.
+pub(crate) fn next_handle() -> u64 {
+    HANDLES.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Which provider a process uses.
+#[derive(Debug, Clone)]
+pub enum Provider {
+    /// Real RDMA devices through libibverbs and librdmacm (NICs, soft-RoCE, soft-iWARP).
+    Rdma,
+    /// The in-process simulation, on the given network.
+    Sim(SimNetwork),
+}
+
+/// The fabric a process works on: the provider handle that devices and event channels come
+/// from. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Fabric(Provider);
+
+impl Fabric {
+    /// Opens a provider. For [`Provider::Rdma`] this checks that at least one RDMA device
+    /// exists and fails with [`FabricError::NoDevice`] otherwise (never panics).
+    pub fn open(provider: Provider) -> Result<Fabric> {
+        if let Provider::Rdma = provider {
+            rdma::devices()?;
+        }
+        Ok(Fabric(provider))
+    }
+
+    /// The `rdma` provider ([`Fabric::open`] with [`Provider::Rdma`]).
+    pub fn rdma() -> Result<Fabric> {
+        Self::open(Provider::Rdma)
+    }
+
+    /// The `sim` provider on `net`.
+    pub fn sim(net: &SimNetwork) -> Fabric {
+        Fabric(Provider::Sim(net.clone()))
+    }
+
+    /// Opens a provider by name, as `rtgt serve --fabric <name>` does: `rdma`, or `sim` (the
+    /// process-wide [`SimNetwork::global`] network).
+    pub fn from_name(name: &str) -> Result<Fabric> {
+        match name {
+            "rdma" => Self::rdma(),
+            "sim" => Ok(Self::sim(&SimNetwork::global())),
+            _ => Err(FabricError::InvalidArgument(
+                "unknown fabric provider (expected rdma or sim)",
+            )),
+        }
+    }
+
+    /// `"rdma"` or `"sim"`.
+    pub fn name(&self) -> &'static str {
+        match &self.0 {
+            Provider::Rdma => "rdma",
+            Provider::Sim(_) => "sim",
+        }
+    }
+
+    /// The simulated network, for the `sim` provider.
+    pub fn sim_network(&self) -> Option<&SimNetwork> {
+        match &self.0 {
+            Provider::Rdma => None,
+            Provider::Sim(n) => Some(n),
+        }
+    }
+
+    /// The devices of this fabric.
+    pub fn devices(&self) -> Result<Vec<Device>> {
+        match &self.0 {
+            Provider::Rdma => Ok(rdma::devices()?
+                .into_iter()
+                .map(|d| Device(verbs::DeviceImpl::Rdma(d)))
+                .collect()),
+            Provider::Sim(n) => Ok(n.devices()),
+        }
+    }
+
+    /// Creates a connection-manager event channel.
+    pub fn create_event_channel(&self) -> Result<EventChannel> {
+        match &self.0 {
+            Provider::Rdma => Ok(EventChannel(cm::EcImpl::Rdma(std::sync::Arc::new(
+                rdma::REventChannel::new()?,
+            )))),
+            Provider::Sim(n) => Ok(EventChannel(cm::EcImpl::Sim(sim::SEventChannel::new(n)?))),
+        }
+    }
+}
+
+/// Waits until `fd` is readable or `timeout` passes (poll(2)); returns whether it is readable.
+/// For tools and tests that wait on one fabric fd ([`CompChannel::fd`], [`EventChannel::fd`],
+/// [`Device::async_fd`]) without a reactor; reactors put the fds in their epoll set instead.
+pub fn wait_readable(fd: std::os::fd::RawFd, timeout: std::time::Duration) -> Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    loop {
+        // SAFETY: one valid pollfd for the duration of the call.
+        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if r < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(FabricError::last_os("poll"));
+        }
+        return Ok(r == 1 && pfd.revents & libc::POLLIN != 0);
+    }
+}
