@@ -60,6 +60,7 @@ fn errno() -> i32 {
 pub(crate) struct RDevice {
     ctx: *mut ibv_context,
     name: String,
+    is_rxe: bool,
 }
 
 // SAFETY: a verbs context is usable from any thread; libibverbs serialises internally.
@@ -122,9 +123,19 @@ impl RDevice {
         if let Err(e) = set_nonblocking(afd, "fcntl(async_fd)") {
             tracing::warn!("rdma device {name}: {e}");
         }
-        let d = Arc::new(RDevice { ctx, name });
+        let mut d = RDevice {
+            ctx,
+            name,
+            is_rxe: false,
+        };
+        d.is_rxe = d.query().is_ok_and(|a| a.vendor_id == RXE_VENDOR_ID);
+        let d = Arc::new(d);
         reg.push(Arc::clone(&d));
         d
+    }
+
+    pub(crate) fn is_rxe(&self) -> bool {
+        self.is_rxe
     }
 
     pub(crate) fn ctx_addr(&self) -> usize {
@@ -452,9 +463,18 @@ impl Drop for RChannel {
     }
 }
 
+/// rdma_rxe copies the kernel's `IB_WC_WITH_INVALIDATE` (bit 2) into user-space completions,
+/// where bit 2 means `IBV_WC_IP_CSUM_OK` and `IBV_WC_WITH_INV` is bit 3. On rxe devices, a
+/// reliable-connected receive completion with bit 2 set (checksum offload flags never apply to
+/// RC receives) reports an invalidation.
+const RXE_KERNEL_WC_WITH_INVALIDATE: u32 = 1 << 2;
+/// The vendor id soft-RoCE reports.
+const RXE_VENDOR_ID: u32 = 0x00ff_ffff;
+
 pub(crate) struct RCq {
     _dev: Arc<RDevice>,
     cq: *mut ibv_cq,
+    rxe_inv_quirk: bool,
     handle: u64,
     cqe: u32,
     _channel: Option<Arc<RChannel>>,
@@ -480,6 +500,7 @@ impl RCq {
         Ok(RCq {
             _dev: Arc::clone(dev),
             cq,
+            rxe_inv_quirk: dev.is_rxe(),
             handle,
             cqe: actual,
             _channel: ch,
@@ -511,7 +532,11 @@ impl RCq {
             for (slot, r) in out[done..done + n].iter_mut().zip(raw.iter()) {
                 // SAFETY: the first `n` entries were written by ibv_poll_cq.
                 let wc = unsafe { r.assume_init_ref() };
-                let with_inv = wc.wc_flags & ibv_wc_flags::IBV_WC_WITH_INV.0 != 0;
+                let with_inv = wc.wc_flags & ibv_wc_flags::IBV_WC_WITH_INV.0 != 0
+                    || (self.rxe_inv_quirk
+                        && wc.opcode == ibv_wc_opcode::IBV_WC_RECV
+                        && wc.wc_flags & RXE_KERNEL_WC_WITH_INVALIDATE != 0
+                        && wc.wc_flags & ibv_wc_flags::IBV_WC_WITH_IMM.0 == 0);
                 *slot = WorkCompletion {
                     wr_id: wc.wr_id,
                     status: WcStatus::from_raw(wc.status),

@@ -473,7 +473,7 @@ impl SQp {
                 peer.rcq
                     .push(Self::recv_wc(peer, recv.wr_id, WcStatus::LocLenErr, 0), false);
                 Self::peer_failed(peer, deferred);
-                return Exec::Fail(WcStatus::RemInvReqErr);
+                return Exec::Fail(WcStatus::RemOpErr);
             }
         }
         let mut wc = Self::recv_wc(peer, recv.wr_id, WcStatus::Success, total as u32);
