@@ -139,7 +139,9 @@ impl CmId {
     /// [`CmEventKind::ConnectError`].
     pub fn connect(&self, param: &ConnParam<'_>) -> Result<()> {
         if param.private_data.len() > CM_REQ_PRIVATE_DATA {
-            return Err(FabricError::InvalidArgument("connect private data > 56 bytes"));
+            return Err(FabricError::InvalidArgument(
+                "connect private data > 56 bytes",
+            ));
         }
         match &self.0 {
             CmIdImpl::Rdma(i) => i.connect(param),
@@ -151,7 +153,9 @@ impl CmId {
     /// queue pair first). The queue pair is ready to send when this returns.
     pub fn accept(&self, param: &ConnParam<'_>) -> Result<()> {
         if param.private_data.len() > CM_REP_PRIVATE_DATA {
-            return Err(FabricError::InvalidArgument("accept private data > 196 bytes"));
+            return Err(FabricError::InvalidArgument(
+                "accept private data > 196 bytes",
+            ));
         }
         match &self.0 {
             CmIdImpl::Rdma(i) => i.accept(param),
@@ -162,7 +166,9 @@ impl CmId {
     /// Rejects a connection request with private data (at most [`CM_REJ_PRIVATE_DATA`] bytes).
     pub fn reject(&self, private_data: &[u8]) -> Result<()> {
         if private_data.len() > CM_REJ_PRIVATE_DATA {
-            return Err(FabricError::InvalidArgument("reject private data > 148 bytes"));
+            return Err(FabricError::InvalidArgument(
+                "reject private data > 148 bytes",
+            ));
         }
         match &self.0 {
             CmIdImpl::Rdma(i) => i.reject(private_data),

@@ -60,7 +60,9 @@ impl FabricError {
 
     /// Builds an [`FabricError::Os`] from the calling thread's current `errno`.
     pub(crate) fn last_os(op: &'static str) -> Self {
-        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO);
+        let errno = std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EIO);
         FabricError::Os { op, errno }
     }
 

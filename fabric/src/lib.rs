@@ -13,15 +13,29 @@
 //!
 //! # Teardown rules (both providers)
 //! - [`Qp::modify_to_error`] or [`CmId::disconnect`] moves a queue pair to the error state;
-//!   every outstanding and newly posted work request then completes with
-//!   [`WcStatus::WrFlushErr`] (error completions are generated even for unsignaled requests).
+//!   every outstanding work request, and every send work request posted afterwards, then
+//!   completes with [`WcStatus::WrFlushErr`] (error completions are generated even for
+//!   unsignaled requests).
+//! - After an error *completion* (the adapter moved the queue pair to the error state by
+//!   itself), call [`Qp::modify_to_error`] before waiting for receive flushes: rxe (Linux 6.1)
+//!   flushes the receive queue only on an explicit transition.
+//! - Do not post receives to a queue pair in the error state: the sim and mlx5 flush them,
+//!   rxe never completes them.
 //! - Posting a zero-length RDMA WRITE (signaled) after that gives a "last completion" marker
 //!   on the send queue: when it arrives, every earlier send work request has completed.
 //! - Receives of a queue pair's own receive queue flush with it. Receives on a shared receive
-//!   queue belong to the queue, not to a queue pair, and do not flush; for a queue pair attached
-//!   to one, wait for [`AsyncEventKind::QpLastWqeReached`] on the device's async fd (the sim
-//!   raises it on entering the error state; real adapters raise it when the last receive
-//!   consumed from the shared queue has completed) before destroying it.
+//!   queue belong to the queue, not to a queue pair, and stay available to the others. The
+//!   portable drain of a queue pair on a shared receive queue is the send-queue marker: once
+//!   it has completed, no further completion arrives for that queue pair (tested on both
+//!   providers). [`AsyncEventKind::QpLastWqeReached`] is raised by the sim and by adapters that
+//!   implement it (rxe in Linux 6.1 does not), so treat it as an early signal, not the only one.
+//! - A too-long SEND fails the sender with [`WcStatus::RemOpErr`]; the receiver's completion is
+//!   [`WcStatus::LocLenErr`] (sim, mlx5) or [`WcStatus::LocQpOpErr`] (rxe).
+//! - Over IB/RoCE, private data arrives zero-padded to the CM message size
+//!   ([`CM_REQ_PRIVATE_DATA`], [`CM_REP_PRIVATE_DATA`], [`CM_REJ_PRIVATE_DATA`]); the sim pads
+//!   the same way.
+//! - The device may not enforce the send-queue depth it reports (rxe does not; the sim does):
+//!   count send-queue slots yourself.
 
 pub mod cm;
 pub mod error;

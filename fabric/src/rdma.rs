@@ -537,16 +537,20 @@ impl RCq {
                         && wc.opcode == ibv_wc_opcode::IBV_WC_RECV
                         && wc.wc_flags & RXE_KERNEL_WC_WITH_INVALIDATE != 0
                         && wc.wc_flags & ibv_wc_flags::IBV_WC_WITH_IMM.0 == 0);
+                let invalidated_rkey = if with_inv {
+                    // SAFETY: with an invalidation flag the union holds the invalidated rkey
+                    // (a plain u32; any bit pattern is valid).
+                    Some(unsafe { wc.imm_data_invalidated_rkey_union.invalidated_rkey })
+                } else {
+                    None
+                };
                 *slot = WorkCompletion {
                     wr_id: wc.wr_id,
                     status: WcStatus::from_raw(wc.status),
                     opcode: WcOpcode::from_raw(wc.opcode),
                     byte_len: wc.byte_len,
                     qp_num: wc.qp_num,
-                    // SAFETY: with IBV_WC_WITH_INV the union holds the invalidated rkey.
-                    invalidated_rkey: with_inv.then(|| unsafe {
-                        wc.imm_data_invalidated_rkey_union.invalidated_rkey
-                    }),
+                    invalidated_rkey,
                     vendor_err: wc.vendor_err,
                 };
             }
@@ -1142,7 +1146,8 @@ fn from_storage(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
     match ss.ss_family as c_int {
         libc::AF_INET => {
             // SAFETY: the family says this storage holds a sockaddr_in.
-            let sin = unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let sin =
+                unsafe { &*(ss as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
             let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
             Some(SocketAddr::V4(SocketAddrV4::new(
                 ip,
@@ -1170,15 +1175,18 @@ fn to_storage(addr: &SocketAddr) -> libc::sockaddr_storage {
     match addr {
         SocketAddr::V4(a) => {
             // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in.
-            let sin = unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let sin = unsafe {
+                &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in>()
+            };
             sin.sin_family = libc::AF_INET as libc::sa_family_t;
             sin.sin_port = a.port().to_be();
             sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
         }
         SocketAddr::V6(a) => {
             // SAFETY: sockaddr_storage is large and aligned enough for a sockaddr_in6.
-            let sin6 =
-                unsafe { &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let sin6 = unsafe {
+                &mut *(&mut ss as *mut libc::sockaddr_storage).cast::<libc::sockaddr_in6>()
+            };
             sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
             sin6.sin6_port = a.port().to_be();
             sin6.sin6_addr.s6_addr = a.ip().octets();
@@ -1276,9 +1284,9 @@ impl RCmId {
     ) -> Result<()> {
         let mut s = src.map(|a| to_storage(&a));
         let mut d = to_storage(&dst);
-        let sp = s
-            .as_mut()
-            .map_or(ptr::null_mut(), |s| (s as *mut libc::sockaddr_storage).cast());
+        let sp = s.as_mut().map_or(ptr::null_mut(), |s| {
+            (s as *mut libc::sockaddr_storage).cast()
+        });
         // SAFETY: the id is live; addresses are valid sockaddrs for the call.
         let r = unsafe {
             rdma_resolve_addr(
@@ -1317,7 +1325,9 @@ impl RCmId {
 
     pub(crate) fn connect(&self, p: &ConnParam<'_>) -> Result<()> {
         if !self.qp_alive.load(Ordering::Acquire) {
-            return Err(FabricError::InvalidState("create the queue pair before connect"));
+            return Err(FabricError::InvalidState(
+                "create the queue pair before connect",
+            ));
         }
         let mut cp = Self::conn_param(p);
         // SAFETY: the id is live; the private data outlives the call.
@@ -1327,7 +1337,9 @@ impl RCmId {
 
     pub(crate) fn accept(&self, p: &ConnParam<'_>) -> Result<()> {
         if !self.qp_alive.load(Ordering::Acquire) {
-            return Err(FabricError::InvalidState("create the queue pair before accept"));
+            return Err(FabricError::InvalidState(
+                "create the queue pair before accept",
+            ));
         }
         let mut cp = Self::conn_param(p);
         // SAFETY: the id is live; the private data outlives the call.

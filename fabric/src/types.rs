@@ -745,3 +745,50 @@ pub struct AsyncEvent {
     /// What it concerns.
     pub element: AsyncElement,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sge_list_capacity_and_totals() {
+        let mut l = SgeList::new();
+        assert!(l.is_empty());
+        for i in 0..MAX_SGE as u64 {
+            l.push(Sge {
+                addr: i,
+                length: 10,
+                lkey: 1,
+            })
+            .unwrap();
+        }
+        let extra = Sge::default();
+        assert_eq!(l.push(extra), Err(extra));
+        assert_eq!(l.len(), MAX_SGE);
+        assert_eq!(l.total_len(), 10 * MAX_SGE as u64);
+        assert!(SgeList::from_slice(&[Sge::default(); MAX_SGE + 1]).is_none());
+        l.clear();
+        assert_eq!(l, SgeList::new());
+        assert_eq!(std::mem::size_of::<Sge>(), 16, "layout of struct ibv_sge");
+    }
+
+    #[test]
+    fn access_flags_combine() {
+        let a = Access::LOCAL_WRITE | Access::REMOTE_READ;
+        assert!(a.contains(Access::LOCAL_WRITE));
+        assert!(!a.contains(Access::REMOTE_WRITE));
+        assert!(Access::ALL.contains(a));
+        assert_eq!(Access::from_bits(a.bits()), a);
+    }
+
+    #[test]
+    fn status_and_opcode_values_round_trip() {
+        for v in 0..32 {
+            assert_eq!(WcStatus::from_raw(v).to_raw(), v);
+        }
+        assert!(WcStatus::Success.is_success());
+        assert!(WcOpcode::from_raw(128).is_recv());
+        assert!(!WcOpcode::from_raw(0).is_recv());
+        assert_eq!(WcOpcode::from_raw(77), WcOpcode::Other(77));
+    }
+}

@@ -27,7 +27,9 @@ pub(crate) enum DeviceImpl {
 
 impl std::fmt::Debug for Device {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Device").field("name", &self.name()).finish()
+        f.debug_struct("Device")
+            .field("name", &self.name())
+            .finish()
     }
 }
 
@@ -75,9 +77,9 @@ impl Device {
             DeviceImpl::Rdma(d) => Ok(CompChannel(ChannelImpl::Rdma(Arc::new(
                 rdma::RChannel::new(d)?,
             )))),
-            DeviceImpl::Sim(d) => Ok(CompChannel(ChannelImpl::Sim(Arc::new(
-                sim::SChannel::new(d)?,
-            )))),
+            DeviceImpl::Sim(d) => Ok(CompChannel(ChannelImpl::Sim(Arc::new(sim::SChannel::new(
+                d,
+            )?)))),
         }
     }
 

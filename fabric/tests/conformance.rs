@@ -67,12 +67,15 @@ fn registration_keys_and_access_flags() {
     // A registration keeps its region alive after the buffer handle is gone.
     let mr = {
         let io = IoBuf::alloc(4096).expect("alloc");
-        pd.register(io.region(), Access::LOCAL_WRITE).expect("register")
+        pd.register(io.region(), Access::LOCAL_WRITE)
+            .expect("register")
     };
     assert_eq!(mr.region().len(), 4096);
     drop(mr);
     // Registering the same region twice gives two registrations.
-    let twice = pd.register(b.io.region(), Access::LOCAL_WRITE).expect("again");
+    let twice = pd
+        .register(b.io.region(), Access::LOCAL_WRITE)
+        .expect("again");
     assert_ne!(twice.lkey(), b.mr.lkey());
 }
 
@@ -135,7 +138,10 @@ fn send_recv_with_data_both_ways() {
     c.server.buf.fill(40000, &p4);
     c.server.send(6, 40000, 1000);
     let w = wait_wc(&c.client.rcq, 1)[0];
-    assert_eq!((w.wr_id, w.status, w.byte_len), (5, WcStatus::Success, 1000));
+    assert_eq!(
+        (w.wr_id, w.status, w.byte_len),
+        (5, WcStatus::Success, 1000)
+    );
     assert_eq!(c.client.buf.get(32768, 1000), &p4[..]);
     let w = wait_wc(&c.server.scq, 1)[0];
     assert_eq!((w.wr_id, w.status), (6, WcStatus::Success));
@@ -152,22 +158,41 @@ fn rdma_write_and_read_with_verification() {
     let gather = SgeList::from_slice(&[sb.sge(0, 1000), sb.sge(1000, 5000)]).unwrap();
     c.server
         .qp
-        .post_send([&SendWr::rdma_write(1, gather, remote.addr(100), remote.mr.rkey())])
+        .post_send([&SendWr::rdma_write(
+            1,
+            gather,
+            remote.addr(100),
+            remote.mr.rkey(),
+        )])
         .expect("post write");
     let w = wait_wc(&c.server.scq, 1)[0];
-    assert_eq!((w.wr_id, w.status, w.opcode), (1, WcStatus::Success, WcOpcode::RdmaWrite));
+    assert_eq!(
+        (w.wr_id, w.status, w.opcode),
+        (1, WcStatus::Success, WcOpcode::RdmaWrite)
+    );
     assert_eq!(remote.get(100, 6000), &data[..]);
     assert!(remote.get(0, 100).iter().all(|&b| b == 0), "nothing before");
-    assert!(remote.get(6100, 100).iter().all(|&b| b == 0), "nothing after");
+    assert!(
+        remote.get(6100, 100).iter().all(|&b| b == 0),
+        "nothing after"
+    );
 
     // Read it back scattered into two places.
     let scatter = SgeList::from_slice(&[sb.sge(20000, 3000), sb.sge(30000, 3000)]).unwrap();
     c.server
         .qp
-        .post_send([&SendWr::rdma_read(2, scatter, remote.addr(100), remote.mr.rkey())])
+        .post_send([&SendWr::rdma_read(
+            2,
+            scatter,
+            remote.addr(100),
+            remote.mr.rkey(),
+        )])
         .expect("post read");
     let w = wait_wc(&c.server.scq, 1)[0];
-    assert_eq!((w.wr_id, w.status, w.opcode), (2, WcStatus::Success, WcOpcode::RdmaRead));
+    assert_eq!(
+        (w.wr_id, w.status, w.opcode),
+        (2, WcStatus::Success, WcOpcode::RdmaRead)
+    );
     assert_eq!(w.byte_len, 6000);
     assert_eq!(c.server.buf.get(20000, 3000), &data[..3000]);
     assert_eq!(c.server.buf.get(30000, 3000), &data[3000..]);
@@ -180,7 +205,12 @@ fn rdma_write_and_read_with_verification() {
     let srv_rkey = c.server.buf.mr.rkey();
     c.client
         .qp
-        .post_send([&SendWr::rdma_read(3, remote.sgl(0, 512), srv_addr, srv_rkey)])
+        .post_send([&SendWr::rdma_read(
+            3,
+            remote.sgl(0, 512),
+            srv_addr,
+            srv_rkey,
+        )])
         .expect("post read");
     let w = wait_wc(&c.client.scq, 1)[0];
     assert_eq!((w.wr_id, w.status), (3, WcStatus::Success));
@@ -254,7 +284,10 @@ fn bad_rkey_is_remote_access_error_then_everything_flushes() {
     assert_eq!((w.wr_id, w.status), (4, WcStatus::WrFlushErr));
     // (Receives posted in the error state flush on the sim and on mlx5, but rxe never completes
     // them: callers must not post receives to a queue pair in error.)
-    assert!(remote.get(0, 128).iter().all(|&b| b == 0), "nothing was written");
+    assert!(
+        remote.get(0, 128).iter().all(|&b| b == 0),
+        "nothing was written"
+    );
 }
 
 #[test]
@@ -278,10 +311,19 @@ fn out_of_bounds_remote_and_local_accesses_fail() {
 
     // Remote read without REMOTE_READ rights.
     let c = connect(&env);
-    let wo = Buf::new(&c.client.pd, 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE);
+    let wo = Buf::new(
+        &c.client.pd,
+        4096,
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+    );
     c.server
         .qp
-        .post_send([&SendWr::rdma_read(2, c.server.buf.sgl(0, 64), wo.addr(0), wo.mr.rkey())])
+        .post_send([&SendWr::rdma_read(
+            2,
+            c.server.buf.sgl(0, 64),
+            wo.addr(0),
+            wo.mr.rkey(),
+        )])
         .expect("post");
     let w = wait_wc(&c.server.scq, 1)[0];
     assert_eq!((w.wr_id, w.status), (2, WcStatus::RemAccessErr));
@@ -292,7 +334,12 @@ fn out_of_bounds_remote_and_local_accesses_fail() {
     let sge = c.server.buf.sge(BUF_LEN - 10, 100);
     c.server
         .qp
-        .post_send([&SendWr::rdma_write(3, SgeList::one(sge), remote.addr(0), remote.mr.rkey())])
+        .post_send([&SendWr::rdma_write(
+            3,
+            SgeList::one(sge),
+            remote.addr(0),
+            remote.mr.rkey(),
+        )])
         .expect("post");
     let w = wait_wc(&c.server.scq, 1)[0];
     assert_eq!((w.wr_id, w.status), (3, WcStatus::LocProtErr));
@@ -304,7 +351,12 @@ fn out_of_bounds_remote_and_local_accesses_fail() {
     let ro = Buf::new(&c.server.pd, 4096, Access::NONE);
     c.server
         .qp
-        .post_send([&SendWr::rdma_read(4, ro.sgl(0, 64), remote.addr(0), remote.mr.rkey())])
+        .post_send([&SendWr::rdma_read(
+            4,
+            ro.sgl(0, 64),
+            remote.addr(0),
+            remote.mr.rkey(),
+        )])
         .expect("post");
     let w = wait_wc(&c.server.scq, 1)[0];
     assert_eq!((w.wr_id, w.status), (4, WcStatus::LocProtErr));
@@ -392,7 +444,11 @@ fn a_full_send_queue_is_accepted_and_flushes_in_order() {
     let wcs = wait_wc(&c.client.scq, posted);
     assert!(wcs.iter().all(|w| w.status == WcStatus::WrFlushErr));
     let ids: Vec<u64> = wcs.iter().map(|w| w.wr_id).collect();
-    assert_eq!(ids, (0..posted as u64).collect::<Vec<_>>(), "flushed in order");
+    assert_eq!(
+        ids,
+        (0..posted as u64).collect::<Vec<_>>(),
+        "flushed in order"
+    );
 }
 
 #[test]
@@ -412,7 +468,12 @@ fn shared_receive_queue_serves_two_connections() {
     };
     let mut c1 = connect_with(&env, &opts);
     let mut c2 = connect_with(&env, &opts);
-    assert!(c1.server.qp.post_recv([&RecvWr::new(1, sbuf.sgl(0, 8))]).is_err());
+    assert!(
+        c1.server
+            .qp
+            .post_recv([&RecvWr::new(1, sbuf.sgl(0, 8))])
+            .is_err()
+    );
     c1.client.buf.fill(0, b"one-a");
     c1.client.buf.fill(100, b"one-b");
     c2.client.buf.fill(0, b"two-a");
@@ -425,7 +486,10 @@ fn shared_receive_queue_serves_two_connections() {
     let w3 = wait_wc(&c1.server.rcq, 1)[0];
     c2.client.send(2, 100, 5);
     let w4 = wait_wc(&c2.server.rcq, 1)[0];
-    let got: Vec<(u64, u32)> = [w1, w2, w3, w4].iter().map(|w| (w.wr_id, w.qp_num)).collect();
+    let got: Vec<(u64, u32)> = [w1, w2, w3, w4]
+        .iter()
+        .map(|w| (w.wr_id, w.qp_num))
+        .collect();
     let (q1, q2) = (c1.server.qp.qp_num(), c2.server.qp.qp_num());
     assert_eq!(got, vec![(100, q1), (101, q2), (102, q1), (103, q2)]);
     for (i, want) in [b"one-a", b"two-a", b"one-b", b"two-b"].iter().enumerate() {
@@ -505,7 +569,11 @@ fn connect_and_accept_carry_private_data_and_resources() {
     let c = connect_with(&env, &opts);
     assert_eq!(c.req_private_data.len(), CM_REQ_PRIVATE_DATA);
     assert_eq!(&c.req_private_data[..req_pdata.len()], req_pdata);
-    assert!(c.req_private_data[req_pdata.len()..].iter().all(|&b| b == 0));
+    assert!(
+        c.req_private_data[req_pdata.len()..]
+            .iter()
+            .all(|&b| b == 0)
+    );
     assert_eq!(c.rep_private_data.len(), CM_REP_PRIVATE_DATA);
     assert_eq!(&c.rep_private_data[..100], &rep_pdata[..]);
     // Reported from the passive side's point of view: what it should answer with.
@@ -522,11 +590,15 @@ fn connect_and_accept_carry_private_data_and_resources() {
     assert_eq!(c.server.id.peer_addr(), Some(client_local));
     assert_eq!(c.client.dev, c.server.dev, "loopback on one device");
     // Limits are checked.
-    assert!(c.client.id.connect(&ConnParam {
-        private_data: &[0; 57],
-        ..Default::default()
-    })
-    .is_err());
+    assert!(
+        c.client
+            .id
+            .connect(&ConnParam {
+                private_data: &[0; 57],
+                ..Default::default()
+            })
+            .is_err()
+    );
 }
 
 #[test]
@@ -644,14 +716,22 @@ fn send_with_invalidate_kills_the_peers_window() {
     assert_ne!(rkey, old);
     assert_eq!(mw.rkey(), rkey);
     let w = wait_wc(&c.client.scq, 1)[0];
-    assert_eq!((w.wr_id, w.status, w.opcode), (77, WcStatus::Success, WcOpcode::BindMw));
+    assert_eq!(
+        (w.wr_id, w.status, w.opcode),
+        (77, WcStatus::Success, WcOpcode::BindMw)
+    );
 
     // The peer writes through the window.
     let data = pattern(11, 4096);
     c.server.buf.fill(0, &data);
     c.server
         .qp
-        .post_send([&SendWr::rdma_write(1, c.server.buf.sgl(0, 4096), win.addr(0), rkey)])
+        .post_send([&SendWr::rdma_write(
+            1,
+            c.server.buf.sgl(0, 4096),
+            win.addr(0),
+            rkey,
+        )])
         .expect("write");
     let w = wait_wc(&c.server.scq, 1)[0];
     assert_eq!((w.wr_id, w.status), (1, WcStatus::Success));
@@ -672,7 +752,12 @@ fn send_with_invalidate_kills_the_peers_window() {
     // The window is gone: writing through it fails.
     c.server
         .qp
-        .post_send([&SendWr::rdma_write(3, c.server.buf.sgl(0, 64), win.addr(0), rkey)])
+        .post_send([&SendWr::rdma_write(
+            3,
+            c.server.buf.sgl(0, 64),
+            win.addr(0),
+            rkey,
+        )])
         .expect("write");
     let w = wait_wc(&c.server.scq, 1)[0];
     assert_eq!((w.wr_id, w.status), (3, WcStatus::RemAccessErr));
@@ -702,7 +787,9 @@ fn qp_states_follow_the_connection() {
     let (cch, client) = client_endpoint(&env, l.addr, &Opts::default());
     assert_eq!(client.qp.state().expect("state"), QpState::Init);
     // Posting a send before the connection exists is refused; receives are fine.
-    let e = client.qp.post_send([&SendWr::send(1, client.buf.sgl(0, 8))]);
+    let e = client
+        .qp
+        .post_send([&SendWr::send(1, client.buf.sgl(0, 8))]);
     assert!(e.is_err(), "send before RTS");
     client.recv(2, 0, 8);
     client.id.connect(&ConnParam::default()).expect("connect");

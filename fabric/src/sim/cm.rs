@@ -110,7 +110,9 @@ enum Conn {
     AddrResolved,
     RouteResolved,
     /// Active side waiting for an answer.
-    Connecting { passive: Weak<SCmId> },
+    Connecting {
+        passive: Weak<SCmId>,
+    },
     /// Passive side holding an unanswered request.
     Requested {
         active: Weak<SCmId>,
@@ -160,10 +162,7 @@ impl SCmId {
             ch,
             st: Mutex::new(st),
         });
-        net.cm
-            .lock()
-            .ids
-            .insert(id.handle, Arc::downgrade(&id));
+        net.cm.lock().ids.insert(id.handle, Arc::downgrade(&id));
         id
     }
 
@@ -227,7 +226,11 @@ impl SCmId {
         Ok(())
     }
 
-    pub(crate) fn resolve_addr(self: &Arc<Self>, src: Option<SocketAddr>, dst: SocketAddr) -> Result<()> {
+    pub(crate) fn resolve_addr(
+        self: &Arc<Self>,
+        src: Option<SocketAddr>,
+        dst: SocketAddr,
+    ) -> Result<()> {
         let dst_dev = self.net.device_by_ip(dst.ip());
         let src_dev = match src {
             Some(s) if !s.ip().is_unspecified() => Some(
@@ -240,7 +243,9 @@ impl SCmId {
         };
         let mut st = self.st.lock();
         if !matches!(st.conn, Conn::Idle) {
-            return Err(FabricError::InvalidState("cm id already resolved or connected"));
+            return Err(FabricError::InvalidState(
+                "cm id already resolved or connected",
+            ));
         }
         let (Some(sdev), Some(_)) = (src_dev, dst_dev) else {
             drop(st);
@@ -279,7 +284,9 @@ impl SCmId {
                 return Err(FabricError::InvalidState("resolve the route first"));
             }
             if st.qp.strong_count() == 0 {
-                return Err(FabricError::InvalidState("create the queue pair before connect"));
+                return Err(FabricError::InvalidState(
+                    "create the queue pair before connect",
+                ));
             }
             match (st.local, st.peer) {
                 (Some(l), Some(d)) => (l, d),
@@ -366,11 +373,9 @@ impl SCmId {
                 "responder_resources/initiator_depth above the device limit",
             ));
         }
-        let gone = || {
-            FabricError::Os {
-                op: "rdma_accept",
-                errno: libc::ECONNREFUSED,
-            }
+        let gone = || FabricError::Os {
+            op: "rdma_accept",
+            errno: libc::ECONNREFUSED,
         };
         let Some(active) = active_w.upgrade() else {
             self.st.lock().conn = Conn::Idle;
@@ -379,7 +384,9 @@ impl SCmId {
         let active_qp = {
             let ast = active.st.lock();
             match &ast.conn {
-                Conn::Connecting { passive } if std::ptr::eq(passive.as_ptr(), Arc::as_ptr(self)) => {
+                Conn::Connecting { passive }
+                    if std::ptr::eq(passive.as_ptr(), Arc::as_ptr(self)) =>
+                {
                     ast.qp.upgrade()
                 }
                 _ => None,
@@ -452,7 +459,10 @@ impl SCmId {
                 _ => return,
             }
         }
-        self.event(CmEventKind::Rejected { private_data }, CM_REJ_CONSUMER_DEFINED);
+        self.event(
+            CmEventKind::Rejected { private_data },
+            CM_REJ_CONSUMER_DEFINED,
+        );
     }
 
     /// Disconnect, as RDMA CM over IB CM does it: the local queue pair moves to the error state

@@ -21,14 +21,15 @@
 mod cm;
 mod qp;
 
-use std::collections::VecDeque;
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
+use crossbeam_queue::ArrayQueue;
 use parking_lot::{Condvar, Mutex, RwLock};
 use slab::Slab;
 
@@ -335,7 +336,9 @@ impl std::fmt::Debug for SimNetwork {
             .iter()
             .map(|d| (d.name.clone(), d.ip))
             .collect();
-        f.debug_struct("SimNetwork").field("devices", &devs).finish()
+        f.debug_struct("SimNetwork")
+            .field("devices", &devs)
+            .finish()
     }
 }
 
@@ -415,6 +418,8 @@ impl SimNetwork {
             return Err(FabricError::AddrInUse);
         }
         let d = Arc::new(SDevice {
+            id: crate::next_handle(),
+            key_gen: AtomicU64::new(0),
             name: name.to_string(),
             ip,
             attr,
@@ -647,11 +652,7 @@ pub(crate) fn remote_seg(
             key,
             region,
             access,
-        }) if *key == rkey
-            && *mpd == pd
-            && access.contains(need)
-            && region.contains(addr, len) =>
-        {
+        }) if *key == rkey && *mpd == pd && access.contains(need) && region.contains(addr, len) => {
             // SAFETY: `contains` proved the range lies inside the live region.
             let ptr = unsafe { region.as_ptr().add((addr - region.addr()) as usize) };
             Ok(Seg { ptr, len })
@@ -701,7 +702,206 @@ pub(crate) fn copy_segs(src: &[Seg], dst: &[Seg]) {
     }
 }
 
+/// Slots of a per-queue key cache (direct-mapped).
+const KEY_CACHE: usize = 16;
+
+/// A key resolved once and reused while the device's key generation is unchanged. It holds
+/// the region alive, so pointers derived from it stay valid while the entry sits in its slot.
+#[derive(Clone)]
+struct CachedKey {
+    dev: u64,
+    key: u32,
+    generation: u64,
+    pd: u64,
+    region: Arc<DmaRegion>,
+    /// The range the key covers (the registration, or the window).
+    start: u64,
+    len: u64,
+    access: Access,
+    /// For a memory window: the queue pair it is bound to.
+    mw_qp: Option<u32>,
+}
+
+impl CachedKey {
+    #[inline]
+    fn ptr(&self, addr: u64, len: usize) -> Option<*mut u8> {
+        let inside = addr >= self.start
+            && (addr - self.start)
+                .checked_add(len as u64)
+                .is_some_and(|e| e <= self.len)
+            && self.region.contains(addr, len);
+        // SAFETY: `contains` proved the range lies inside the live region (kept by `region`).
+        inside.then(|| unsafe {
+            self.region
+                .as_ptr()
+                .add((addr - self.region.addr()) as usize)
+        })
+    }
+}
+
+/// The outcome of resolving scatter/gather entries through a [`KeyCache`].
+pub(crate) enum Resolve {
+    /// Resolved into this many segments.
+    Ok(usize),
+    /// A key, right or range is bad.
+    Bad,
+    /// The cache cannot serve this operation (two keys of it collide): use the locked path.
+    Fallback,
+}
+
+/// A small per-queue cache of resolved keys, protected by the queue's lock, so that the data
+/// path does not touch the (shared) key-table lock. `touched` masks track the slots one
+/// operation relies on: they are never evicted during that operation.
+#[derive(Default)]
+pub(crate) struct KeyCache {
+    slots: [Option<CachedKey>; KEY_CACHE],
+}
+
+impl KeyCache {
+    #[inline]
+    fn slot(
+        &mut self,
+        dev: &SDevice,
+        key: u32,
+        touched: &mut u32,
+    ) -> std::result::Result<&CachedKey, Resolve> {
+        let i = ((key >> 8) ^ key) as usize % KEY_CACHE;
+        let generation = dev.key_gen.load(Ordering::Acquire);
+        let hit = self.slots[i]
+            .as_ref()
+            .is_some_and(|c| c.dev == dev.id && c.key == key && c.generation == generation);
+        if !hit {
+            if *touched & (1 << i) != 0 {
+                return Err(Resolve::Fallback);
+            }
+            let tab = dev.keys.read_recursive();
+            let generation = dev.key_gen.load(Ordering::Acquire);
+            let c = match tab.get((key >> 8) as usize) {
+                Some(KeyEntry::Mr {
+                    pd,
+                    key: k,
+                    region,
+                    access,
+                }) if *k == key => CachedKey {
+                    dev: dev.id,
+                    key,
+                    generation,
+                    pd: *pd,
+                    region: Arc::clone(region),
+                    start: region.addr(),
+                    len: region.len() as u64,
+                    access: *access,
+                    mw_qp: None,
+                },
+                Some(KeyEntry::Mw {
+                    pd,
+                    key: k,
+                    bound: Some(b),
+                }) if *k == key => CachedKey {
+                    dev: dev.id,
+                    key,
+                    generation,
+                    pd: *pd,
+                    region: Arc::clone(&b.region),
+                    start: b.addr,
+                    len: b.len,
+                    access: b.access,
+                    mw_qp: Some(b.qp_num),
+                },
+                _ => return Err(Resolve::Bad),
+            };
+            drop(tab);
+            self.slots[i] = Some(c);
+        }
+        *touched |= 1 << i;
+        self.slots[i].as_ref().ok_or(Resolve::Bad)
+    }
+
+    /// Resolves local entries (registrations of `pd` on `dev`; `write`: local write needed).
+    #[inline]
+    pub(crate) fn local(
+        &mut self,
+        touched: &mut u32,
+        dev: &SDevice,
+        pd: u64,
+        sges: &[Sge],
+        write: bool,
+        out: &mut [Seg; MAX_SGE],
+    ) -> Resolve {
+        let mut n = 0;
+        for s in sges {
+            if s.length == 0 {
+                continue;
+            }
+            let c = match self.slot(dev, s.lkey, touched) {
+                Ok(c) => c,
+                Err(r) => return r,
+            };
+            if c.mw_qp.is_some() || c.pd != pd || (write && !c.access.contains(Access::LOCAL_WRITE))
+            {
+                return Resolve::Bad;
+            }
+            let Some(ptr) = c.ptr(s.addr, s.length as usize) else {
+                return Resolve::Bad;
+            };
+            out[n] = Seg {
+                ptr,
+                len: s.length as usize,
+            };
+            n += 1;
+        }
+        Resolve::Ok(n)
+    }
+
+    /// Resolves a remote range on the responder (`pd`, queue pair `qp_num`, device `dev`).
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn remote(
+        &mut self,
+        touched: &mut u32,
+        dev: &SDevice,
+        pd: u64,
+        qp_num: u32,
+        rkey: u32,
+        addr: u64,
+        len: usize,
+        need: Access,
+    ) -> std::result::Result<Seg, Resolve> {
+        if len == 0 {
+            return Ok(Seg::EMPTY);
+        }
+        let c = self.slot(dev, rkey, touched)?;
+        if c.pd != pd || !c.access.contains(need) || c.mw_qp.is_some_and(|q| q != qp_num) {
+            return Err(Resolve::Bad);
+        }
+        c.ptr(addr, len)
+            .map(|ptr| Seg { ptr, len })
+            .ok_or(Resolve::Bad)
+    }
+}
+
+/// A receive queue (a queue pair's own, or a shared one) with its key cache.
+#[derive(Default)]
+pub(crate) struct RecvQ {
+    pub(crate) q: VecDeque<RecvWr>,
+    pub(crate) cache: KeyCache,
+}
+
+impl RecvQ {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        RecvQ {
+            q: VecDeque::with_capacity(n),
+            cache: KeyCache::default(),
+        }
+    }
+}
+
 pub(crate) struct SDevice {
+    /// Process-unique identity (for key caches).
+    id: u64,
+    /// Bumped, under the key table's write lock, whenever a key stops meaning what it meant
+    /// (deregistration, window bind or invalidation); key caches revalidate against it.
+    pub(crate) key_gen: AtomicU64,
     name: String,
     ip: IpAddr,
     attr: DeviceAttr,
@@ -835,6 +1035,7 @@ impl Drop for SMr {
         if tab.contains(self.idx) {
             tab.remove(self.idx);
         }
+        self.dev.key_gen.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -881,6 +1082,7 @@ impl Drop for SMw {
         if tab.contains(self.idx) {
             tab.remove(self.idx);
         }
+        self.pd.dev.key_gen.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -909,34 +1111,35 @@ impl SChannel {
     }
 }
 
+/// A simulated completion queue: a bounded lock-free FIFO (producers are whichever threads
+/// execute work requests; pollers never take a lock, so a reactor spinning on an empty queue
+/// costs nothing to the producers).
 pub(crate) struct SCq {
     handle: u64,
     dev: Arc<SDevice>,
-    cap: usize,
-    st: Mutex<CqState>,
+    q: ArrayQueue<WorkCompletion>,
+    /// 0: not armed; [`ARMED_ANY`]; [`ARMED_SOLICITED`].
+    armed: AtomicU8,
     channel: Option<Arc<SChannel>>,
 }
 
-struct CqState {
-    q: VecDeque<WorkCompletion>,
-    armed: bool,
-    solicited_only: bool,
-}
+const ARMED_ANY: u8 = 1;
+const ARMED_SOLICITED: u8 = 2;
 
 impl SCq {
-    pub(crate) fn new(dev: &Arc<SDevice>, cqe: u32, ch: Option<Arc<SChannel>>) -> Result<Arc<Self>> {
+    pub(crate) fn new(
+        dev: &Arc<SDevice>,
+        cqe: u32,
+        ch: Option<Arc<SChannel>>,
+    ) -> Result<Arc<Self>> {
         if cqe > dev.attr.max_cqe {
             return Err(FabricError::InvalidArgument("cqe above the device limit"));
         }
         Ok(Arc::new(SCq {
             handle: crate::next_handle(),
             dev: Arc::clone(dev),
-            cap: cqe as usize,
-            st: Mutex::new(CqState {
-                q: VecDeque::with_capacity(cqe as usize),
-                armed: false,
-                solicited_only: false,
-            }),
+            q: ArrayQueue::new(cqe.max(1) as usize),
+            armed: AtomicU8::new(0),
             channel: ch,
         }))
     }
@@ -946,7 +1149,7 @@ impl SCq {
     }
 
     pub(crate) fn cqe(&self) -> u32 {
-        self.cap as u32
+        self.q.capacity() as u32
     }
 
     pub(crate) fn device(&self) -> &Arc<SDevice> {
@@ -955,20 +1158,26 @@ impl SCq {
 
     #[inline]
     pub(crate) fn poll(&self, out: &mut [WorkCompletion]) -> usize {
-        let mut st = self.st.lock();
-        let n = out.len().min(st.q.len());
-        for slot in out.iter_mut().take(n) {
-            if let Some(wc) = st.q.pop_front() {
-                *slot = wc;
+        let mut n = 0;
+        for slot in out.iter_mut() {
+            match self.q.pop() {
+                Some(wc) => {
+                    *slot = wc;
+                    n += 1;
+                }
+                None => break,
             }
         }
         n
     }
 
     pub(crate) fn req_notify(&self, solicited_only: bool) {
-        let mut st = self.st.lock();
-        st.armed = true;
-        st.solicited_only = solicited_only;
+        let mode = if solicited_only {
+            ARMED_SOLICITED
+        } else {
+            ARMED_ANY
+        };
+        self.armed.store(mode, Ordering::SeqCst);
     }
 
     /// Delivers a completion (through the fault hooks).
@@ -977,7 +1186,11 @@ impl SCq {
         match self.dev.faults.intercept(&wc) {
             None => self.push_now(wc, solicited),
             Some(CompletionFault::Drop) => {
-                tracing::debug!(qp = wc.qp_num, wr_id = wc.wr_id, "sim fault: completion dropped");
+                tracing::debug!(
+                    qp = wc.qp_num,
+                    wr_id = wc.wr_id,
+                    "sim fault: completion dropped"
+                );
             }
             Some(CompletionFault::Delay(d)) => {
                 let me = Arc::clone(self);
@@ -988,10 +1201,9 @@ impl SCq {
         }
     }
 
+    #[inline]
     fn push_now(&self, wc: WorkCompletion, solicited: bool) {
-        let mut st = self.st.lock();
-        if st.q.len() >= self.cap {
-            drop(st);
+        if self.q.push(wc).is_err() {
             tracing::error!(cq = self.handle, "sim fabric: completion queue overrun");
             self.dev.push_async(AsyncEvent {
                 kind: AsyncEventKind::CqErr,
@@ -999,13 +1211,20 @@ impl SCq {
             });
             return;
         }
-        st.q.push_back(wc);
-        let fire = st.armed && (!st.solicited_only || solicited || !wc.status.is_success());
-        if fire {
-            st.armed = false;
+        // Arming happens-before this load or it does not: a completion pushed before arming
+        // raises no event (verbs semantics: poll again after arming).
+        let armed = self.armed.load(Ordering::SeqCst);
+        if armed == 0 {
+            return;
         }
-        drop(st);
-        if fire && let Some(ch) = &self.channel {
+        let wanted = armed == ARMED_ANY || solicited || !wc.status.is_success();
+        if wanted
+            && self
+                .armed
+                .compare_exchange(armed, 0, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+            && let Some(ch) = &self.channel
+        {
             ch.q.push(self.handle);
         }
     }
@@ -1019,7 +1238,7 @@ pub(crate) struct SSrq {
     pd: Arc<SPd>,
     max_wr: usize,
     max_sge: usize,
-    pub(crate) q: Mutex<VecDeque<RecvWr>>,
+    pub(crate) q: Mutex<RecvQ>,
     attached: Mutex<Vec<Weak<SQp>>>,
     /// Set (under `q`'s lock) when a sender found the queue empty.
     pub(crate) waiters: AtomicBool,
@@ -1028,14 +1247,16 @@ pub(crate) struct SSrq {
 impl SSrq {
     pub(crate) fn new(pd: &Arc<SPd>, max_wr: u32, max_sge: u32) -> Result<Arc<Self>> {
         if max_wr > pd.dev.attr.max_srq_wr || max_sge > pd.dev.attr.max_srq_sge {
-            return Err(FabricError::InvalidArgument("srq size above the device limit"));
+            return Err(FabricError::InvalidArgument(
+                "srq size above the device limit",
+            ));
         }
         Ok(Arc::new(SSrq {
             handle: crate::next_handle(),
             pd: Arc::clone(pd),
             max_wr: max_wr as usize,
             max_sge: max_sge as usize,
-            q: Mutex::new(VecDeque::with_capacity(max_wr as usize)),
+            q: Mutex::new(RecvQ::with_capacity(max_wr as usize)),
             attached: Mutex::new(Vec::new()),
             waiters: AtomicBool::new(false),
         }))
@@ -1071,14 +1292,14 @@ impl SSrq {
                     });
                     break;
                 }
-                if q.len() >= self.max_wr {
+                if q.q.len() >= self.max_wr {
                     res = Err(PostError {
                         posted: i,
                         kind: PostErrorKind::QueueFull,
                     });
                     break;
                 }
-                q.push_back(*wr);
+                q.q.push_back(*wr);
             }
         }
         if self.waiters.swap(false, Ordering::AcqRel) {
@@ -1093,5 +1314,128 @@ impl SSrq {
             }
         }
         res
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn event_queue_fd_is_readable_exactly_while_not_empty() {
+        let q = EventQueue::<u32>::new().unwrap();
+        let readable = |fd| crate::wait_readable(fd, Duration::ZERO).unwrap();
+        assert!(!readable(q.fd()));
+        q.push(1);
+        q.push(2);
+        assert!(readable(q.fd()));
+        assert_eq!(q.pop(), Some(1));
+        assert!(readable(q.fd()));
+        assert_eq!(q.pop(), Some(2));
+        assert!(!readable(q.fd()));
+        assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn copy_segs_gathers_and_scatters() {
+        let mut src_a = *b"abc";
+        let mut src_b = *b"defgh";
+        let mut dst_a = [0u8; 4];
+        let mut dst_b = [0u8; 10];
+        let seg = |b: &mut [u8]| Seg {
+            ptr: b.as_mut_ptr(),
+            len: b.len(),
+        };
+        let src = [seg(&mut src_a), seg(&mut src_b)];
+        let dst = [seg(&mut dst_a), seg(&mut dst_b)];
+        copy_segs(&src, &dst);
+        assert_eq!(&dst_a, b"abcd");
+        assert_eq!(&dst_b[..4], b"efgh");
+        assert_eq!(dst_b[4..], [0; 6]);
+    }
+
+    #[test]
+    fn key_cache_follows_deregistration() {
+        let net = SimNetwork::new();
+        let dev = match net
+            .add_device("t", IpAddr::V4(std::net::Ipv4Addr::LOCALHOST))
+            .unwrap()
+            .0
+        {
+            DeviceImpl::Sim(d) => d,
+            DeviceImpl::Rdma(_) => unreachable!(),
+        };
+        let pd = Arc::new(SPd::new(&dev));
+        let region = DmaRegion::new(4096).unwrap();
+        let mr = SMr::new(&pd, &region, Access::LOCAL_WRITE).unwrap();
+        let key = mr.key();
+        let mut cache = KeyCache::default();
+        let mut out = [Seg::EMPTY; MAX_SGE];
+        let sge = Sge {
+            addr: region.addr() + 100,
+            length: 200,
+            lkey: key,
+        };
+        let mut t = 0;
+        assert!(matches!(
+            cache.local(&mut t, &dev, pd.id(), &[sge], true, &mut out),
+            Resolve::Ok(1)
+        ));
+        assert_eq!(out[0].len, 200);
+        // Out of bounds, wrong PD, missing right.
+        let oob = Sge {
+            length: 4000,
+            ..sge
+        };
+        assert!(matches!(
+            cache.local(&mut 0, &dev, pd.id(), &[oob], false, &mut out),
+            Resolve::Bad
+        ));
+        assert!(matches!(
+            cache.local(&mut 0, &dev, pd.id() + 1, &[sge], false, &mut out),
+            Resolve::Bad
+        ));
+        assert!(matches!(
+            cache.remote(
+                &mut 0,
+                &dev,
+                pd.id(),
+                1,
+                key,
+                sge.addr,
+                8,
+                Access::REMOTE_READ
+            ),
+            Err(Resolve::Bad)
+        ));
+        drop(mr);
+        assert!(
+            matches!(
+                cache.local(&mut 0, &dev, pd.id(), &[sge], false, &mut out),
+                Resolve::Bad
+            ),
+            "a deregistered key stops resolving even though it was cached"
+        );
+    }
+
+    #[test]
+    fn fault_rules_fire_once() {
+        let f = SimFaults::new();
+        let wc = WorkCompletion {
+            qp_num: 7,
+            wr_id: 3,
+            opcode: WcOpcode::Recv,
+            ..Default::default()
+        };
+        assert!(f.intercept(&wc).is_none());
+        f.drop_completion(CompletionMatch::qp(7).send());
+        assert!(f.intercept(&wc).is_none(), "a receive is not a send");
+        f.drop_completion(CompletionMatch::qp(7).recv().wr_id(3));
+        assert!(matches!(f.intercept(&wc), Some(CompletionFault::Drop)));
+        assert!(f.intercept(&wc).is_none());
+        f.fail_next_registration();
+        assert!(f.take_registration_failure());
+        assert!(!f.take_registration_failure());
     }
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use super::{
-    KeyEntry, MwBinding, SCmId, SCq, SDevice, SMr, SMw, SPd, SSrq, Seg, copy_segs, local_segs,
-    remote_seg,
+    KeyCache, KeyEntry, MwBinding, RecvQ, Resolve, SCmId, SCq, SDevice, SMr, SMw, SPd, SSrq, Seg,
+    copy_segs, local_segs, remote_seg,
 };
 use crate::error::{FabricError, PostError, PostErrorKind, Result};
 use crate::types::*;
@@ -48,6 +48,8 @@ struct BindReq {
     access: Access,
 }
 
+// A send work request is ~300 bytes; boxing it would allocate per work request.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy)]
 enum Op {
     Wr(SendWr),
@@ -95,6 +97,8 @@ struct SendQ {
     /// Unsignaled successes since the last completion.
     unsignaled: u32,
     seq: u64,
+    /// Our lkeys and the peer's rkeys, resolved.
+    cache: KeyCache,
 }
 
 enum Exec {
@@ -118,7 +122,7 @@ pub(crate) struct SQp {
     sig_all: bool,
     state: AtomicU8,
     sq: Mutex<SendQ>,
-    rq: Mutex<VecDeque<RecvWr>>,
+    rq: Mutex<RecvQ>,
     rnr_blocked: Arc<AtomicBool>,
     link: OnceLock<Link>,
     last_wqe: AtomicBool,
@@ -178,8 +182,8 @@ impl SQp {
         }
     }
 
-    fn flush_rq(&self, rq: &mut VecDeque<RecvWr>) {
-        for r in rq.drain(..) {
+    fn flush_rq(&self, rq: &mut RecvQ) {
+        for r in rq.q.drain(..) {
             self.rcq.push(
                 WorkCompletion {
                     wr_id: r.wr_id,
@@ -247,7 +251,7 @@ impl SQp {
             sq.pending.push_back(p);
             return;
         }
-        match self.exec(&p.op, deferred) {
+        match self.exec(sq, &p.op, deferred) {
             Exec::Rnr => {
                 sq.pending.push_back(p);
                 self.start_rnr_wait(sq, p.seq, deferred);
@@ -274,7 +278,7 @@ impl SQp {
                 self.flush_sq(sq);
                 return;
             }
-            match self.exec(&p.op, deferred) {
+            match self.exec(sq, &p.op, deferred) {
                 Exec::Rnr => {
                     self.start_rnr_wait(sq, p.seq, deferred);
                     return;
@@ -321,7 +325,7 @@ impl SQp {
             if p.seq != seq || self.st() != ST_RTS {
                 return;
             }
-            match self.exec(&p.op, &mut deferred) {
+            match self.exec(&mut sq, &p.op, &mut deferred) {
                 Exec::Rnr => {
                     self.rnr_blocked.store(false, Ordering::Release);
                     sq.pending.pop_front();
@@ -366,7 +370,7 @@ impl SQp {
     }
 
     #[inline]
-    fn exec(self: &Arc<Self>, op: &Op, deferred: &mut Option<Arc<SQp>>) -> Exec {
+    fn exec(self: &Arc<Self>, sq: &mut SendQ, op: &Op, deferred: &mut Option<Arc<SQp>>) -> Exec {
         match op {
             Op::Bind(b) => self.exec_bind(b),
             Op::Wr(wr) => {
@@ -374,15 +378,15 @@ impl SQp {
                     return Exec::Fail(WcStatus::RetryExcErr);
                 };
                 match wr.op {
-                    WrOp::Send => self.exec_send(&peer, wr, None, deferred),
+                    WrOp::Send => self.exec_send(sq, &peer, wr, None, deferred),
                     WrOp::SendWithInv { invalidate_rkey } => {
-                        self.exec_send(&peer, wr, Some(invalidate_rkey), deferred)
+                        self.exec_send(sq, &peer, wr, Some(invalidate_rkey), deferred)
                     }
                     WrOp::RdmaWrite { remote_addr, rkey } => {
-                        self.exec_write(&peer, wr, remote_addr, rkey, deferred)
+                        self.exec_write(sq, &peer, wr, remote_addr, rkey, deferred)
                     }
                     WrOp::RdmaRead { remote_addr, rkey } => {
-                        self.exec_read(&peer, wr, remote_addr, rkey, deferred)
+                        self.exec_read(sq, &peer, wr, remote_addr, rkey, deferred)
                     }
                 }
             }
@@ -409,6 +413,7 @@ impl SQp {
     #[inline]
     fn exec_send(
         self: &Arc<Self>,
+        sq: &mut SendQ,
         peer: &Arc<SQp>,
         wr: &SendWr,
         inv: Option<u32>,
@@ -416,14 +421,14 @@ impl SQp {
     ) -> Exec {
         // The receive comes from the peer's SRQ or its own receive queue; holding that lock
         // while copying keeps the peer's receive completions ordered with its flushes.
-        let mut q = match &peer.srq {
+        let mut rq = match &peer.srq {
             Some(s) => s.q.lock(),
             None => peer.rq.lock(),
         };
         if !matches!(peer.st(), ST_RTR | ST_RTS) {
             return Exec::Fail(WcStatus::RetryExcErr);
         }
-        let Some(recv) = q.front().copied() else {
+        let Some(recv) = rq.q.front().copied() else {
             // Flags are set under the receive lock so that a receive posted right after
             // cannot miss us.
             self.rnr_blocked.store(true, Ordering::Release);
@@ -438,40 +443,74 @@ impl SQp {
             Prot,
             Len,
         }
-        let outcome = {
-            let mine = self.dev.keys.read_recursive();
-            let theirs = peer.dev.keys.read_recursive();
-            let mut src = [Seg::EMPTY; MAX_SGE];
-            let Ok(ns) = local_segs(&mine, self.pd.id(), wr.sges.as_slice(), false, &mut src)
-            else {
-                return Exec::Fail(WcStatus::LocProtErr);
-            };
-            let mut dst = [Seg::EMPTY; MAX_SGE];
-            match local_segs(&theirs, peer.pd.id(), recv.sges.as_slice(), true, &mut dst) {
-                Err(()) => Outcome::Prot,
-                Ok(nd) => {
-                    let room: u64 = dst[..nd].iter().map(|s| s.len as u64).sum();
-                    if total > room {
-                        Outcome::Len
-                    } else {
-                        copy_segs(&src[..ns], &dst[..nd]);
-                        Outcome::Ok
-                    }
+        fn place(src: &[Seg], dst: &[Seg], total: u64) -> Outcome {
+            let room: u64 = dst.iter().map(|s| s.len as u64).sum();
+            if total > room {
+                Outcome::Len
+            } else {
+                copy_segs(src, dst);
+                Outcome::Ok
+            }
+        }
+        let mut src = [Seg::EMPTY; MAX_SGE];
+        let mut dst = [Seg::EMPTY; MAX_SGE];
+        let (mut t1, mut t2) = (0, 0);
+        let fast = {
+            let rs = sq.cache.local(
+                &mut t1,
+                &self.dev,
+                self.pd.id(),
+                wr.sges.as_slice(),
+                false,
+                &mut src,
+            );
+            let rq = &mut *rq;
+            let rd = rq.cache.local(
+                &mut t2,
+                &peer.dev,
+                peer.pd.id(),
+                recv.sges.as_slice(),
+                true,
+                &mut dst,
+            );
+            match (rs, rd) {
+                (Resolve::Bad, _) => return Exec::Fail(WcStatus::LocProtErr),
+                (Resolve::Ok(ns), Resolve::Ok(nd)) => Some(place(&src[..ns], &dst[..nd], total)),
+                (Resolve::Ok(_), Resolve::Bad) => Some(Outcome::Prot),
+                _ => None,
+            }
+        };
+        let outcome = match fast {
+            Some(o) => o,
+            None => {
+                let mine = self.dev.keys.read_recursive();
+                let theirs = peer.dev.keys.read_recursive();
+                let Ok(ns) = local_segs(&mine, self.pd.id(), wr.sges.as_slice(), false, &mut src)
+                else {
+                    return Exec::Fail(WcStatus::LocProtErr);
+                };
+                match local_segs(&theirs, peer.pd.id(), recv.sges.as_slice(), true, &mut dst) {
+                    Err(()) => Outcome::Prot,
+                    Ok(nd) => place(&src[..ns], &dst[..nd], total),
                 }
             }
         };
-        q.pop_front();
+        rq.q.pop_front();
         match outcome {
             Outcome::Ok => {}
             Outcome::Prot => {
-                peer.rcq
-                    .push(Self::recv_wc(peer, recv.wr_id, WcStatus::LocProtErr, 0), false);
+                peer.rcq.push(
+                    Self::recv_wc(peer, recv.wr_id, WcStatus::LocProtErr, 0),
+                    false,
+                );
                 Self::peer_failed(peer, deferred);
                 return Exec::Fail(WcStatus::RemOpErr);
             }
             Outcome::Len => {
-                peer.rcq
-                    .push(Self::recv_wc(peer, recv.wr_id, WcStatus::LocLenErr, 0), false);
+                peer.rcq.push(
+                    Self::recv_wc(peer, recv.wr_id, WcStatus::LocLenErr, 0),
+                    false,
+                );
                 Self::peer_failed(peer, deferred);
                 return Exec::Fail(WcStatus::RemOpErr);
             }
@@ -502,6 +541,7 @@ impl SQp {
                     && bound.as_ref().is_some_and(|b| b.qp_num == self.qpn) =>
             {
                 *bound = None;
+                self.dev.key_gen.fetch_add(1, Ordering::AcqRel);
                 true
             }
             _ => false,
@@ -511,6 +551,7 @@ impl SQp {
     #[inline]
     fn exec_write(
         &self,
+        sq: &mut SendQ,
         peer: &Arc<SQp>,
         wr: &SendWr,
         remote_addr: u64,
@@ -521,9 +562,40 @@ impl SQp {
             return Exec::Fail(WcStatus::RetryExcErr);
         }
         let total = wr.sges.total_len() as usize;
+        let mut src = [Seg::EMPTY; MAX_SGE];
+        let mut t = 0;
+        let rs = sq.cache.local(
+            &mut t,
+            &self.dev,
+            self.pd.id(),
+            wr.sges.as_slice(),
+            false,
+            &mut src,
+        );
+        let rd = sq.cache.remote(
+            &mut t,
+            &peer.dev,
+            peer.pd.id(),
+            peer.qpn,
+            rkey,
+            remote_addr,
+            total,
+            Access::REMOTE_WRITE,
+        );
+        match (rs, rd) {
+            (Resolve::Bad, _) => return Exec::Fail(WcStatus::LocProtErr),
+            (Resolve::Ok(ns), Ok(dst)) => {
+                copy_segs(&src[..ns], &[dst]);
+                return Exec::Done(total as u32);
+            }
+            (Resolve::Ok(_), Err(Resolve::Bad)) => {
+                Self::peer_failed(peer, deferred);
+                return Exec::Fail(WcStatus::RemAccessErr);
+            }
+            _ => {}
+        }
         let mine = self.dev.keys.read_recursive();
         let theirs = peer.dev.keys.read_recursive();
-        let mut src = [Seg::EMPTY; MAX_SGE];
         let Ok(ns) = local_segs(&mine, self.pd.id(), wr.sges.as_slice(), false, &mut src) else {
             return Exec::Fail(WcStatus::LocProtErr);
         };
@@ -547,6 +619,7 @@ impl SQp {
     #[inline]
     fn exec_read(
         &self,
+        sq: &mut SendQ,
         peer: &Arc<SQp>,
         wr: &SendWr,
         remote_addr: u64,
@@ -562,6 +635,38 @@ impl SQp {
             return Exec::Fail(WcStatus::RemInvReqErr);
         }
         let total = wr.sges.total_len() as usize;
+        let mut dst = [Seg::EMPTY; MAX_SGE];
+        let mut t = 0;
+        let rs = sq.cache.remote(
+            &mut t,
+            &peer.dev,
+            peer.pd.id(),
+            peer.qpn,
+            rkey,
+            remote_addr,
+            total,
+            Access::REMOTE_READ,
+        );
+        let rd = sq.cache.local(
+            &mut t,
+            &self.dev,
+            self.pd.id(),
+            wr.sges.as_slice(),
+            true,
+            &mut dst,
+        );
+        match (rs, rd) {
+            (Err(Resolve::Bad), _) => {
+                Self::peer_failed(peer, deferred);
+                return Exec::Fail(WcStatus::RemAccessErr);
+            }
+            (Ok(_), Resolve::Bad) => return Exec::Fail(WcStatus::LocProtErr),
+            (Ok(src), Resolve::Ok(nd)) => {
+                copy_segs(&[src], &dst[..nd]);
+                return Exec::Done(total as u32);
+            }
+            _ => {}
+        }
         let mine = self.dev.keys.read_recursive();
         let theirs = peer.dev.keys.read_recursive();
         let Ok(src) = remote_seg(
@@ -577,7 +682,6 @@ impl SQp {
             Self::peer_failed(peer, deferred);
             return Exec::Fail(WcStatus::RemAccessErr);
         };
-        let mut dst = [Seg::EMPTY; MAX_SGE];
         let Ok(nd) = local_segs(&mine, self.pd.id(), wr.sges.as_slice(), true, &mut dst) else {
             return Exec::Fail(WcStatus::LocProtErr);
         };
@@ -619,6 +723,7 @@ impl SQp {
                     len: b.len,
                     access: b.access,
                 });
+                self.dev.key_gen.fetch_add(1, Ordering::AcqRel);
                 Exec::Done(0)
             }
             _ => Exec::Fail(WcStatus::MwBindErr),
@@ -667,7 +772,7 @@ impl SQp {
                     Some(PostErrorKind::InvalidWr)
                 } else if self.st() == ST_RESET {
                     Some(PostErrorKind::InvalidState)
-                } else if rq.len() >= self.cap.max_recv_wr as usize {
+                } else if rq.q.len() >= self.cap.max_recv_wr as usize {
                     Some(PostErrorKind::QueueFull)
                 } else {
                     None
@@ -676,7 +781,7 @@ impl SQp {
                     res = Err(PostError { posted: i, kind });
                     break;
                 }
-                rq.push_back(*wr);
+                rq.q.push_back(*wr);
             }
             if self.st() == ST_ERROR {
                 self.flush_rq(&mut rq);
@@ -729,9 +834,11 @@ impl SQp {
             return Err(FabricError::InvalidState("queue pair already connected"));
         }
         for q in [a, b] {
-            let _ = q.state.fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
-                matches!(s, ST_INIT | ST_RTR).then_some(ST_RTS)
-            });
+            let _ = q
+                .state
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |s| {
+                    matches!(s, ST_INIT | ST_RTR).then_some(ST_RTS)
+                });
         }
         Ok(())
     }
@@ -741,7 +848,10 @@ impl SQp {
         self.state.store(ST_RESET, Ordering::Release);
         let mut sq = self.sq.lock();
         sq.pending.clear();
-        self.rq.lock().clear();
+        sq.cache = KeyCache::default();
+        let mut rq = self.rq.lock();
+        rq.q.clear();
+        rq.cache = KeyCache::default();
     }
 }
 
@@ -774,18 +884,27 @@ impl SQpHandle {
             "cm id is not bound to a device (resolve or accept first)",
         ))?;
         if dev.is_removed() {
-            return Err(FabricError::NoDevice(format!("sim device {} was removed", dev.name())));
+            return Err(FabricError::NoDevice(format!(
+                "sim device {} was removed",
+                dev.name()
+            )));
         }
         if !Arc::ptr_eq(&dev, pd.device()) {
-            return Err(FabricError::Mismatch("protection domain is on another device"));
+            return Err(FabricError::Mismatch(
+                "protection domain is on another device",
+            ));
         }
         if !Arc::ptr_eq(&dev, scq.device()) || !Arc::ptr_eq(&dev, rcq.device()) {
-            return Err(FabricError::Mismatch("completion queue is on another device"));
+            return Err(FabricError::Mismatch(
+                "completion queue is on another device",
+            ));
         }
         if let Some(s) = &srq
             && !Arc::ptr_eq(&dev, s.pd().device())
         {
-            return Err(FabricError::Mismatch("shared receive queue is on another device"));
+            return Err(FabricError::Mismatch(
+                "shared receive queue is on another device",
+            ));
         }
         let a = dev.attr();
         let c = init.cap;
@@ -827,8 +946,9 @@ impl SQpHandle {
                 outstanding: 0,
                 unsignaled: 0,
                 seq: 0,
+                cache: KeyCache::default(),
             }),
-            rq: Mutex::new(VecDeque::with_capacity(cap.max_recv_wr as usize)),
+            rq: Mutex::new(RecvQ::with_capacity(cap.max_recv_wr as usize)),
             rnr_blocked: Arc::new(AtomicBool::new(false)),
             link: OnceLock::new(),
             last_wqe: AtomicBool::new(false),

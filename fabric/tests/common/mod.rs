@@ -31,9 +31,10 @@ impl Env {
 }
 
 fn addr_from_env() -> Option<IpAddr> {
-    std::env::var("RTGT_FABRIC_ADDR")
-        .ok()
-        .map(|s| s.parse().unwrap_or_else(|e| panic!("RTGT_FABRIC_ADDR={s}: {e}")))
+    std::env::var("RTGT_FABRIC_ADDR").ok().map(|s| {
+        s.parse()
+            .unwrap_or_else(|e| panic!("RTGT_FABRIC_ADDR={s}: {e}"))
+    })
 }
 
 /// The provider selected by `RTGT_FABRIC` (a fresh network with one device per test for sim).
@@ -86,7 +87,10 @@ pub fn next_event(ch: &EventChannel) -> CmEvent {
             return e;
         }
         let left = deadline.saturating_duration_since(Instant::now());
-        assert!(!left.is_zero(), "no connection-manager event within {TIMEOUT:?}");
+        assert!(
+            !left.is_zero(),
+            "no connection-manager event within {TIMEOUT:?}"
+        );
         readable(ch.fd(), left.min(Duration::from_millis(200)));
     }
 }
@@ -261,7 +265,9 @@ pub fn listen(env: &Env) -> Listener {
 
 fn endpoint(id: CmId, opts: &Opts<'_>, pd: Option<&Pd>, srq: Option<&Srq>) -> Endpoint {
     let dev = id.device().expect("cm id has a device");
-    let pd = pd.cloned().unwrap_or_else(|| dev.alloc_pd().expect("alloc_pd"));
+    let pd = pd
+        .cloned()
+        .unwrap_or_else(|| dev.alloc_pd().expect("alloc_pd"));
     let comp = opts
         .channels
         .then(|| dev.create_comp_channel().expect("comp channel"));
@@ -336,7 +342,11 @@ pub struct Conn {
 /// Takes the next event, which must be a connect request.
 pub fn take_request(ch: &EventChannel, listener: &CmId) -> ConnectRequest {
     let e = next_event(ch);
-    assert_eq!(e.id, listener.handle(), "connect request names the listener");
+    assert_eq!(
+        e.id,
+        listener.handle(),
+        "connect request names the listener"
+    );
     match e.kind {
         CmEventKind::ConnectRequest(r) => *r,
         other => panic!("expected CONNECT_REQUEST, got {other:?}"),
@@ -359,7 +369,10 @@ pub fn connect_with(env: &Env, opts: &Opts<'_>) -> Conn {
     assert_eq!(e.id, client.id.handle());
     let rep_private_data = match e.kind {
         CmEventKind::Established { private_data, .. } => private_data,
-        other => panic!("client: expected ESTABLISHED, got {other:?} (status {})", e.status),
+        other => panic!(
+            "client: expected ESTABLISHED, got {other:?} (status {})",
+            e.status
+        ),
     };
     let e = next_event(&listener.ch);
     assert_eq!(e.id, server.id.handle());
