@@ -167,3 +167,36 @@ pub fn wait_readable(fd: std::os::fd::RawFd, timeout: std::time::Duration) -> Re
         return Ok(r == 1 && pfd.revents & libc::POLLIN != 0);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn send_sync<T: Send + Sync>() {}
+
+    #[test]
+    fn handles_can_move_between_reactors() {
+        send_sync::<Fabric>();
+        send_sync::<Device>();
+        send_sync::<Pd>();
+        send_sync::<Mr>();
+        send_sync::<Mw>();
+        send_sync::<CompChannel>();
+        send_sync::<Cq>();
+        send_sync::<Srq>();
+        send_sync::<Qp>();
+        send_sync::<EventChannel>();
+        send_sync::<CmId>();
+        send_sync::<CmEvent>();
+        send_sync::<SimNetwork>();
+    }
+
+    #[test]
+    fn wait_readable_times_out_on_a_quiet_fd() {
+        let net = SimNetwork::new();
+        let ch = Fabric::sim(&net).create_event_channel().unwrap();
+        let t0 = std::time::Instant::now();
+        assert!(!wait_readable(ch.fd(), std::time::Duration::from_millis(20)).unwrap());
+        assert!(t0.elapsed() >= std::time::Duration::from_millis(15));
+    }
+}

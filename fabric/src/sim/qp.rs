@@ -99,6 +99,9 @@ struct SendQ {
     seq: u64,
     /// Our lkeys and the peer's rkeys, resolved.
     cache: KeyCache,
+    /// The connected peer, held strongly for the data path (no reference-count traffic per
+    /// work request); cleared on destruction to break the cycle.
+    peer: Option<Arc<SQp>>,
 }
 
 enum Exec {
@@ -374,7 +377,7 @@ impl SQp {
         match op {
             Op::Bind(b) => self.exec_bind(b),
             Op::Wr(wr) => {
-                let Some(peer) = self.link.get().and_then(|l| l.peer.upgrade()) else {
+                let Some(peer) = sq.peer.clone() else {
                     return Exec::Fail(WcStatus::RetryExcErr);
                 };
                 match wr.op {
@@ -833,6 +836,8 @@ impl SQp {
         if a.link.set(la).is_err() || b.link.set(lb).is_err() {
             return Err(FabricError::InvalidState("queue pair already connected"));
         }
+        a.sq.lock().peer = Some(Arc::clone(b));
+        b.sq.lock().peer = Some(Arc::clone(a));
         for q in [a, b] {
             let _ = q
                 .state
@@ -844,14 +849,24 @@ impl SQp {
     }
 
     /// Destruction: the queue pair disappears (peers' requests fail with retry exceeded).
-    fn destroy(&self) {
+    fn destroy(self: &Arc<Self>) {
         self.state.store(ST_RESET, Ordering::Release);
-        let mut sq = self.sq.lock();
-        sq.pending.clear();
-        sq.cache = KeyCache::default();
-        let mut rq = self.rq.lock();
-        rq.q.clear();
-        rq.cache = KeyCache::default();
+        let peer = {
+            let mut sq = self.sq.lock();
+            sq.pending.clear();
+            sq.cache = KeyCache::default();
+            let mut rq = self.rq.lock();
+            rq.q.clear();
+            rq.cache = KeyCache::default();
+            sq.peer.take()
+        };
+        // Break the reference cycle from the peer's side too (one send-queue lock at a time).
+        if let Some(p) = peer {
+            let mut psq = p.sq.lock();
+            if psq.peer.as_ref().is_some_and(|q| Arc::ptr_eq(q, self)) {
+                psq.peer = None;
+            }
+        }
     }
 }
 
@@ -947,6 +962,7 @@ impl SQpHandle {
                 unsignaled: 0,
                 seq: 0,
                 cache: KeyCache::default(),
+                peer: None,
             }),
             rq: Mutex::new(RecvQ::with_capacity(cap.max_recv_wr as usize)),
             rnr_blocked: Arc::new(AtomicBool::new(false)),
