@@ -393,3 +393,49 @@ fn rdma_without_a_device_is_a_clear_error() {
         Err(e) => assert!(matches!(e, FabricError::NoDevice(_)), "{e}"),
     }
 }
+
+#[test]
+fn gather_from_many_registrations_including_colliding_cache_slots() {
+    let env = sim_env();
+    let mut opts = Opts::default();
+    opts.cap.max_send_sge = 16;
+    opts.cap.max_recv_sge = 16;
+    let c = connect_with(&env, &opts);
+    // 40 registrations: more keys than cache slots, so some collide within one request
+    // (exercising the locked fallback) and others hit.
+    let mut bufs: Vec<Buf> = (0..40)
+        .map(|_| Buf::new(&c.client.pd, 4096, Access::LOCAL_WRITE))
+        .collect();
+    for (i, b) in bufs.iter_mut().enumerate() {
+        b.fill(0, &pattern(i as u8, 64));
+    }
+    let remote = Buf::new(&c.server.pd, 4096, Access::ALL);
+    for round in 0..4u64 {
+        let picks: Vec<usize> = (0..16).map(|k| (k * 3 + round as usize * 7) % 40).collect();
+        let sges: Vec<Sge> = picks.iter().map(|&i| bufs[i].sge(0, 64)).collect();
+        let sgl = SgeList::from_slice(&sges).unwrap();
+        let want: Vec<u8> = picks.iter().flat_map(|&i| pattern(i as u8, 64)).collect();
+        // SEND gathered from 16 registrations.
+        c.server.recv(round, 0, 16 * 64);
+        c.client
+            .qp
+            .post_send([&SendWr::send(round, sgl)])
+            .expect("send");
+        let w = wait_wc(&c.server.rcq, 1)[0];
+        assert_eq!((w.status, w.byte_len), (WcStatus::Success, 16 * 64));
+        assert_eq!(c.server.buf.get(0, 16 * 64), &want[..]);
+        // RDMA WRITE gathered from the same 16.
+        c.client
+            .qp
+            .post_send([&SendWr::rdma_write(
+                100 + round,
+                sgl,
+                remote.addr(0),
+                remote.mr.rkey(),
+            )])
+            .expect("write");
+        let wcs = wait_wc(&c.client.scq, 2);
+        assert!(wcs.iter().all(|w| w.status == WcStatus::Success), "{wcs:?}");
+        assert_eq!(remote.get(0, 16 * 64), &want[..]);
+    }
+}

@@ -765,7 +765,11 @@ impl KeyCache {
         key: u32,
         touched: &mut u32,
     ) -> std::result::Result<&CachedKey, Resolve> {
-        let i = ((key >> 8) ^ key) as usize % KEY_CACHE;
+        // The table index spreads a registration pool's keys over the slots; the device id
+        // keeps our keys and the peer's apart.
+        let i = ((key >> 8) as u64).wrapping_add(dev.id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60)
+            as usize
+            % KEY_CACHE;
         let generation = dev.key_gen.load(Ordering::Acquire);
         let hit = self.slots[i]
             .as_ref()
