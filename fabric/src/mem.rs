@@ -110,6 +110,7 @@ impl DmaRegion {
                 region: Arc::clone(self),
                 offset: i * buf_size,
                 cap: buf_size,
+                start: 0,
                 len: buf_size,
             })
             .collect())
@@ -122,6 +123,7 @@ impl DmaRegion {
             region: self,
             offset: 0,
             cap,
+            start: 0,
             len: cap,
         }
     }
@@ -134,12 +136,17 @@ impl Drop for DmaRegion {
     }
 }
 
-/// An exclusive handle to `cap` bytes of a [`DmaRegion`], of which the first `len` are in use.
+/// An exclusive handle to `cap` bytes of a [`DmaRegion`].
+///
+/// A window `[start, start + len)` inside those bytes is "in use": that is what
+/// [`IoBuf::as_slice`] and [`IoBuf::addr`] refer to. A receive buffer holding a 64-byte command
+/// followed by in-capsule data can thus hand the data alone to a block device, without a copy.
 #[derive(Debug)]
 pub struct IoBuf {
     region: Arc<DmaRegion>,
     offset: usize,
     cap: usize,
+    start: usize,
     len: usize,
 }
 
@@ -154,8 +161,13 @@ impl IoBuf {
         &self.region
     }
 
-    /// I/O virtual address of the first byte.
+    /// I/O virtual address of the first byte in use.
     pub fn addr(&self) -> u64 {
+        self.region.addr() + (self.offset + self.start) as u64
+    }
+
+    /// I/O virtual address of the first byte of the whole buffer (ignoring the window).
+    pub fn base_addr(&self) -> u64 {
         self.region.addr() + self.offset as u64
     }
 
@@ -169,39 +181,65 @@ impl IoBuf {
         self.len == 0
     }
 
-    /// Bytes available.
+    /// Size of the whole buffer.
     pub fn capacity(&self) -> usize {
         self.cap
     }
 
-    /// Sets the bytes in use. Panics if `len` exceeds the capacity (a caller bug).
+    /// Offset of the window in use from the start of the buffer.
+    pub fn window_start(&self) -> usize {
+        self.start
+    }
+
+    /// Sets the length of the window in use. Panics if it would pass the end of the buffer (a
+    /// caller bug).
     pub fn set_len(&mut self, len: usize) {
+        self.set_window(self.start, len);
+    }
+
+    /// Sets the window in use to `[start, start + len)`. Panics if it would pass the end of
+    /// the buffer (a caller bug).
+    pub fn set_window(&mut self, start: usize, len: usize) {
         assert!(
-            len <= self.cap,
-            "IoBuf::set_len {len} > capacity {}",
+            start.checked_add(len).is_some_and(|end| end <= self.cap),
+            "IoBuf window {start}+{len} exceeds capacity {}",
             self.cap
         );
+        self.start = start;
         self.len = len;
     }
 
-    /// Raw pointer to the first byte, for asynchronous engines (io_uring) that fill the buffer
-    /// while the caller keeps the `IoBuf` parked until completion.
+    /// Makes the whole buffer the window in use again.
+    pub fn reset(&mut self) {
+        self.start = 0;
+        self.len = self.cap;
+    }
+
+    /// Raw pointer to the first byte in use, for asynchronous engines (io_uring) that fill the
+    /// buffer while the caller keeps the `IoBuf` parked until completion.
     pub fn as_mut_ptr(&mut self) -> *mut u8 {
-        // SAFETY: offset < region length by construction (offset + cap <= len).
-        unsafe { self.region.as_ptr().add(self.offset) }
+        // SAFETY: offset + start <= offset + cap <= region length, by construction.
+        unsafe { self.region.as_ptr().add(self.offset + self.start) }
     }
 
     /// The bytes in use.
     pub fn as_slice(&self) -> &[u8] {
-        // SAFETY: [offset, offset + len) lies inside the live region, and this handle is the
-        // only one for that range (buffers are carved without overlap and are not Clone).
-        unsafe { std::slice::from_raw_parts(self.region.as_ptr().add(self.offset), self.len) }
+        // SAFETY: the window lies inside the live region, and this handle is the only one for
+        // that range (buffers are carved without overlap and are not Clone).
+        unsafe {
+            std::slice::from_raw_parts(self.region.as_ptr().add(self.offset + self.start), self.len)
+        }
     }
 
     /// The bytes in use, writable.
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as for `as_slice`, and `&mut self` makes the access exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.region.as_ptr().add(self.offset), self.len) }
+        unsafe {
+            std::slice::from_raw_parts_mut(
+                self.region.as_ptr().add(self.offset + self.start),
+                self.len,
+            )
+        }
     }
 }
 
@@ -251,7 +289,7 @@ impl BufPool {
     /// Takes a buffer (length reset to its capacity), or `None` when the pool is empty.
     pub fn get(&self) -> Option<IoBuf> {
         self.free.pop().map(|mut b| {
-            b.len = b.cap;
+            b.reset();
             b
         })
     }
@@ -316,7 +354,7 @@ impl BufCache {
             }
         }
         self.local.pop().map(|mut b| {
-            b.len = b.cap;
+            b.reset();
             b
         })
     }
@@ -400,6 +438,26 @@ mod tests {
         cache.put(b);
         drop(cache);
         assert_eq!(pool.free(), 10);
+    }
+
+    #[test]
+    fn window_selects_a_sub_range() {
+        let mut b = IoBuf::alloc(4096).unwrap();
+        b.as_mut_slice()[64..68].copy_from_slice(&[1, 2, 3, 4]);
+        let base = b.addr();
+        b.set_window(64, 4);
+        assert_eq!(b.as_slice(), &[1, 2, 3, 4]);
+        assert_eq!(b.addr(), base + 64);
+        assert_eq!(b.base_addr(), base);
+        b.reset();
+        assert_eq!(b.len(), 4096);
+        assert_eq!(b.addr(), base);
+    }
+
+    #[test]
+    #[should_panic]
+    fn window_beyond_capacity_panics() {
+        IoBuf::alloc(64).unwrap().set_window(60, 5);
     }
 
     #[test]
