@@ -506,7 +506,9 @@ impl Qp {
     /// [`PostError::posted`] were posted and will complete; the rest were not. In the error state
     /// posting succeeds and every work request completes with [`WcStatus::WrFlushErr`] (post a
     /// zero-length RDMA WRITE after [`Qp::modify_to_error`] to get a "last completion" marker).
-    /// Never allocates.
+    /// Does not allocate. The work requests are copied before it returns, so the `SendWr`
+    /// values may be reused at once; the memory they name may not, until the completion
+    /// arrives.
     #[inline]
     pub fn post_send<'a, I>(&self, wrs: I) -> std::result::Result<(), PostError>
     where
