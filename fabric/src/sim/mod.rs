@@ -393,7 +393,9 @@ impl SimNetwork {
     }
 
     /// The process-wide network, created on first use with one device `sim0` at
-    /// [`GLOBAL_SIM_ADDR`] (10.0.0.1). Add more devices as needed.
+    /// [`GLOBAL_SIM_ADDR`] (10.0.0.1), for `rtgt serve --fabric sim`; in-process initiators
+    /// add their own devices to it. Tests that run in parallel should each use a
+    /// [`SimNetwork::new`] of their own instead, so addresses and ports never collide.
     pub fn global() -> SimNetwork {
         GLOBAL
             .get_or_init(|| {
