@@ -51,6 +51,8 @@ pub struct TransportContext {
     pub target: std::sync::Weak<Target>,
     /// The reactors (for the acceptor poller and messages to poll groups).
     pub reactors: Reactors,
+    /// The fabric provider to open (`rtgt serve --fabric rdma|sim`).
+    pub provider: fabric::Provider,
     /// This transport's index: poll groups keep its per-reactor state at this index, and
     /// [`PgCore`] tags its bdev I/O with it.
     pub index: usize,

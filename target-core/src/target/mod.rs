@@ -24,9 +24,9 @@ pub use poll_group::{
 };
 pub use state::{PauseScope, SubsystemState};
 pub use subsystem::{
-    AdrFam, DEFAULT_MAX_NAMESPACES, DEFAULT_MODEL, DEFAULT_SERIAL, DISCOVERY_NQN, ListenAddr,
-    MAX_LISTENERS, Namespace, Subsystem, SubsystemConfig, SubsystemType, validate_ascii_field,
-    validate_nqn,
+    AdrFam, ControllerInfo, DEFAULT_MAX_NAMESPACES, DEFAULT_MODEL, DEFAULT_SERIAL, DISCOVERY_NQN,
+    ListenAddr, MAX_LISTENERS, Namespace, Subsystem, SubsystemConfig, SubsystemType,
+    validate_ascii_field, validate_nqn,
 };
 
 use crate::bdev::{BdevRegistry, Claim};
@@ -145,6 +145,7 @@ pub struct NsParams {
 /// The storage target.
 pub struct Target {
     reactors: Reactors,
+    provider: fabric::Provider,
     bdevs: Arc<BdevRegistry>,
     pub(crate) loads: Vec<PgLoad>,
     inner: Mutex<Inner>,
@@ -162,9 +163,15 @@ fn not_found(nqn: &str) -> CoreError {
 }
 
 impl Target {
-    /// Creates the target: a poll group on every reactor and the discovery subsystem.
-    pub fn start(reactors: Reactors, bdevs: Arc<BdevRegistry>) -> Result<Arc<Self>, CoreError> {
+    /// Creates the target: a poll group on every reactor and the discovery subsystem. RDMA
+    /// transports will open `provider` (real RDMA, or the in-process simulation).
+    pub fn start(
+        reactors: Reactors,
+        bdevs: Arc<BdevRegistry>,
+        provider: fabric::Provider,
+    ) -> Result<Arc<Self>, CoreError> {
         let target = Arc::new(Self {
+            provider,
             loads: (0..reactors.len()).map(|_| PgLoad::default()).collect(),
             reactors: reactors.clone(),
             bdevs,
@@ -213,6 +220,11 @@ impl Target {
     /// The reactors.
     pub fn reactors(&self) -> &Reactors {
         &self.reactors
+    }
+
+    /// The fabric provider RDMA transports use.
+    pub fn provider(&self) -> &fabric::Provider {
+        &self.provider
     }
 
     /// The bdevs.
@@ -303,6 +315,7 @@ impl Target {
         let ctx = TransportContext {
             target: Arc::downgrade(self),
             reactors: self.reactors.clone(),
+            provider: self.provider.clone(),
             index,
         };
         let transport = match (ops.create)(ctx, params) {

@@ -1,5 +1,6 @@
 //! Subsystems and what they hold: namespaces (bdevs), allowed hosts, listeners.
 
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use super::error::CoreError;
 use super::state::{ChangeQueue, SubsystemState};
 use crate::bdev::Bdev;
+use crate::nvme::CntlidAllocator;
 
 /// The well-known NQN of the discovery subsystem.
 pub const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
@@ -223,6 +225,35 @@ impl SubsystemConfig {
     }
 }
 
+/// A controller (NVMe association) or session (SRP nexus) as management shows it
+/// (`nvmf_subsystem_get_controllers`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ControllerInfo {
+    /// Controller id (NVMe CNTLID; for SRP a session id from the same range).
+    pub cntlid: u16,
+    /// `io`, `discovery` or `administrative`.
+    pub cntrltype: &'static str,
+    /// Host NQN (NVMe) or initiator port id (SRP).
+    pub hostnqn: String,
+    /// Host identifier (NVMe host id as a UUID string; SRP: empty).
+    pub hostid: String,
+    /// I/O queues (NVMe) or channels (SRP) connected.
+    pub num_io_qpairs: u32,
+    /// Transport name.
+    pub transport: &'static str,
+}
+
+struct ControllerEntry {
+    info: ControllerInfo,
+    handle: Arc<dyn Any + Send + Sync>,
+}
+
+/// The controllers of a subsystem, with controller-id allocation over its cntlid range.
+pub(crate) struct Controllers {
+    alloc: Option<CntlidAllocator>,
+    entries: BTreeMap<u16, ControllerEntry>,
+}
+
 /// A subsystem: an NVMe subsystem to NVMe transports, an SRP target port to SRP.
 pub struct Subsystem {
     pub(crate) id: u32,
@@ -235,6 +266,7 @@ pub struct Subsystem {
     pub(crate) user_paused: AtomicBool,
     /// Bumped whenever the namespace set changes, so poll groups notice on resume.
     pub(crate) ns_generation: AtomicU64,
+    controllers: Mutex<Controllers>,
 }
 
 impl std::fmt::Debug for Subsystem {
@@ -258,6 +290,10 @@ impl Subsystem {
             destroying: AtomicBool::new(false),
             user_paused: AtomicBool::new(false),
             ns_generation: AtomicU64::new(0),
+            controllers: Mutex::new(Controllers {
+                alloc: None,
+                entries: BTreeMap::new(),
+            }),
         }
     }
 
@@ -294,6 +330,59 @@ impl Subsystem {
     /// Runs `f` on the configuration under the read lock.
     pub fn with_config<R>(&self, f: impl FnOnce(&SubsystemConfig) -> R) -> R {
         f(&self.config.read())
+    }
+
+    /// Registers a controller under a freshly allocated controller id. `make` receives the id
+    /// and returns the management view and the transport's own controller object. `None` when
+    /// every id of the subsystem's cntlid range is in use (NVMe: Controller Busy).
+    pub fn add_controller(
+        &self,
+        make: impl FnOnce(u16) -> (ControllerInfo, Arc<dyn Any + Send + Sync>),
+    ) -> Option<u16> {
+        let (min, max) = self.with_config(|c| (c.min_cntlid, c.max_cntlid));
+        let mut ctrls = self.controllers.lock();
+        let cntlid = ctrls
+            .alloc
+            .get_or_insert_with(|| CntlidAllocator::new(min, max))
+            .alloc()?;
+        let (info, handle) = make(cntlid);
+        ctrls
+            .entries
+            .insert(cntlid, ControllerEntry { info, handle });
+        Some(cntlid)
+    }
+
+    /// The transport's controller object for `cntlid`, if it is of type `T`.
+    pub fn controller<T: Any + Send + Sync>(&self, cntlid: u16) -> Option<Arc<T>> {
+        let h = Arc::clone(&self.controllers.lock().entries.get(&cntlid)?.handle);
+        h.downcast().ok()
+    }
+
+    /// Updates the management view of a controller.
+    pub fn update_controller(&self, cntlid: u16, f: impl FnOnce(&mut ControllerInfo)) {
+        if let Some(e) = self.controllers.lock().entries.get_mut(&cntlid) {
+            f(&mut e.info);
+        }
+    }
+
+    /// Forgets a controller and frees its id.
+    pub fn remove_controller(&self, cntlid: u16) {
+        let mut ctrls = self.controllers.lock();
+        if ctrls.entries.remove(&cntlid).is_some()
+            && let Some(a) = ctrls.alloc.as_mut()
+        {
+            a.free(cntlid);
+        }
+    }
+
+    /// The controllers, by controller id.
+    pub fn controllers(&self) -> Vec<ControllerInfo> {
+        self.controllers
+            .lock()
+            .entries
+            .values()
+            .map(|e| e.info.clone())
+            .collect()
     }
 
     /// Whether `host` may connect through `addr`. The discovery subsystem accepts every host on
@@ -429,6 +518,47 @@ mod tests {
         );
         assert_eq!(AdrFam::parse("IPV4"), Some(AdrFam::Ipv4));
         assert_eq!(AdrFam::parse("x"), None);
+    }
+
+    #[test]
+    fn controllers_get_ids_from_the_range() {
+        let mut c = SubsystemConfig {
+            serial: DEFAULT_SERIAL.into(),
+            model: DEFAULT_MODEL.into(),
+            max_namespaces: 0,
+            allow_any_host: true,
+            hosts: Vec::new(),
+            listeners: Vec::new(),
+            namespaces: BTreeMap::new(),
+            min_cntlid: 5,
+            max_cntlid: 6,
+            ana_reporting: false,
+            srp_port_id: None,
+        };
+        c.max_namespaces = 4;
+        let s = Subsystem::new(0, "nqn.2016-06.io.spdk:c".into(), SubsystemType::Nvme, c);
+        let info = |cntlid| ControllerInfo {
+            cntlid,
+            cntrltype: "io",
+            hostnqn: "h".into(),
+            hostid: String::new(),
+            num_io_qpairs: 0,
+            transport: "TEST",
+        };
+        let a = s.add_controller(|id| (info(id), Arc::new(id))).unwrap();
+        let b = s.add_controller(|id| (info(id), Arc::new(id))).unwrap();
+        assert_eq!((a, b), (5, 6));
+        assert!(
+            s.add_controller(|id| (info(id), Arc::new(id))).is_none(),
+            "range exhausted"
+        );
+        assert_eq!(*s.controller::<u16>(6).unwrap(), 6);
+        assert!(s.controller::<String>(6).is_none(), "wrong type");
+        s.update_controller(5, |i| i.num_io_qpairs = 3);
+        assert_eq!(s.controllers()[0].num_io_qpairs, 3);
+        s.remove_controller(5);
+        assert_eq!(s.controllers().len(), 1);
+        assert_eq!(s.add_controller(|id| (info(id), Arc::new(id))), Some(5));
     }
 
     #[test]

@@ -369,7 +369,12 @@ struct Harness {
 impl Harness {
     fn new(reactors: usize) -> Self {
         let r = Reactors::start(ReactorConfig::with_count(reactors)).unwrap();
-        let target = Target::start(r, BdevRegistry::new()).unwrap();
+        let target = Target::start(
+            r,
+            BdevRegistry::new(),
+            fabric::Provider::Sim(fabric::SimNetwork::new()),
+        )
+        .unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -903,7 +908,12 @@ fn transports_are_created_once_and_failures_leave_no_residue() {
 
     // A transport whose poll group cannot be created on reactor 1.
     let r = Reactors::start(ReactorConfig::with_count(2)).unwrap();
-    let target = Target::start(r, BdevRegistry::new()).unwrap();
+    let target = Target::start(
+        r,
+        BdevRegistry::new(),
+        fabric::Provider::Sim(fabric::SimNetwork::new()),
+    )
+    .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
