@@ -256,6 +256,7 @@ main() {
   if [ $rc = 0 ] && [ $keep = 0 ]; then
     rm -rf "$out"
   else
+    [ $keep = 1 ] || rm -f "$out/initrd.img" "$out/overlay.cpio"   # large and rebuilt anyway
     echo "e2e: logs kept in $out" >&2
   fi
   return $rc
