@@ -1,1 +1,147 @@
-//! Shared helpers for rtgt's cross-crate tests: test initiators and harness utilities.
+//! Shared helpers for rtgt's cross-crate tests: an in-process target on the simulated fabric,
+//! and (in their own modules) test initiators.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use fabric::{Fabric, Provider, SimNetwork};
+use serde_json::Value;
+use target_core::bdev::{Bdev, MallocBdev, MallocParams, NullBdev, NullParams};
+use target_core::reactor::{ReactorConfig, Reactors};
+use target_core::registry::TransportParams;
+use target_core::target::{AdrFam, ListenAddr, NsParams, SubsystemParams, Target};
+
+// The daemon links every transport; so do the tests.
+use transport_rdma as _;
+use transport_srp as _;
+
+/// The address of the target's simulated RDMA device.
+pub const TARGET_IP: &str = "10.0.0.1";
+/// The address of the initiators' simulated RDMA device.
+pub const HOST_IP: &str = "10.0.0.2";
+
+/// A target running in this process on its own simulated network, with a second simulated
+/// device for test initiators. Dropping it shuts the target down and stops its reactors.
+pub struct TestTarget {
+    /// A runtime to drive the target's async management calls.
+    pub rt: tokio::runtime::Runtime,
+    /// The target.
+    pub target: Arc<Target>,
+    /// The simulated network (for fault hooks).
+    pub net: SimNetwork,
+    /// The fabric initiators open on the same network.
+    pub fabric: Fabric,
+}
+
+impl TestTarget {
+    /// Starts a target with `reactors` reactors on a fresh simulated network.
+    pub fn start(reactors: usize) -> Self {
+        let net = SimNetwork::new();
+        net.add_device("sim_tgt", TARGET_IP.parse::<IpAddr>().expect("ip"))
+            .expect("target device");
+        net.add_device("sim_host", HOST_IP.parse::<IpAddr>().expect("ip"))
+            .expect("host device");
+        let r = Reactors::start(ReactorConfig::with_count(reactors)).expect("reactors");
+        let target = Target::start(
+            r,
+            target_core::bdev::BdevRegistry::new(),
+            Provider::Sim(net.clone()),
+        )
+        .expect("target");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let fabric = Fabric::sim(&net);
+        Self {
+            rt,
+            target,
+            net,
+            fabric,
+        }
+    }
+
+    /// Creates a transport (`RDMA`, `SRP`) with options given as a JSON object.
+    pub fn transport(&self, name: &str, params: Value) {
+        let params: TransportParams = match params {
+            Value::Object(m) => m,
+            _ => TransportParams::new(),
+        };
+        self.rt
+            .block_on(self.target.create_transport(name, &params))
+            .expect("create transport");
+    }
+
+    /// Registers a malloc bdev.
+    pub fn malloc(&self, name: &str, num_blocks: u64, block_size: u32) -> Arc<dyn Bdev> {
+        let b: Arc<dyn Bdev> = MallocBdev::create(MallocParams {
+            name: name.into(),
+            num_blocks,
+            block_size,
+            physical_block_size: 0,
+            uuid: None,
+            optimal_io_boundary: 0,
+        })
+        .expect("malloc");
+        self.target
+            .bdevs()
+            .register(Arc::clone(&b))
+            .expect("register");
+        b
+    }
+
+    /// Registers a null bdev.
+    pub fn null(&self, name: &str, num_blocks: u64, block_size: u32) -> Arc<dyn Bdev> {
+        let b: Arc<dyn Bdev> = NullBdev::create(NullParams {
+            name: name.into(),
+            num_blocks,
+            block_size,
+            physical_block_size: 0,
+            uuid: None,
+        })
+        .expect("null");
+        self.target
+            .bdevs()
+            .register(Arc::clone(&b))
+            .expect("register");
+        b
+    }
+
+    /// Creates a subsystem.
+    pub fn subsystem(&self, nqn: &str, allow_any_host: bool) {
+        let mut p = SubsystemParams::new(nqn);
+        p.allow_any_host = allow_any_host;
+        self.rt
+            .block_on(self.target.create_subsystem(p))
+            .expect("create subsystem");
+    }
+
+    /// Exports a bdev as the next free namespace; returns the NSID.
+    pub fn add_ns(&self, nqn: &str, bdev: &str) -> u32 {
+        self.rt
+            .block_on(self.target.add_namespace(
+                nqn,
+                NsParams {
+                    bdev_name: bdev.into(),
+                    ..NsParams::default()
+                },
+            ))
+            .expect("add namespace")
+    }
+
+    /// Adds a listener on the target's simulated device.
+    pub fn listen(&self, nqn: &str, trtype: &str, port: u16) -> ListenAddr {
+        let addr = ListenAddr::new(trtype, AdrFam::Ipv4, TARGET_IP, &port.to_string());
+        self.rt
+            .block_on(self.target.add_listener(nqn, addr.clone()))
+            .expect("add listener");
+        addr
+    }
+}
+
+impl Drop for TestTarget {
+    fn drop(&mut self) {
+        self.rt.block_on(self.target.shutdown());
+        self.target.reactors().stop();
+    }
+}

@@ -1,0 +1,148 @@
+//! The Unix socket endpoint (rpc.py's default, `/var/tmp/spdk.sock`).
+//!
+//! Start-up follows SPDK: open `<path>.lock` (mode 0600) and take `flock(LOCK_EX|LOCK_NB)`; if
+//! another process holds it the socket is in use and we fail cleanly. Holding the lock, a stale
+//! socket file left by a crashed instance is unlinked and the socket bound anew. The socket's
+//! mode (0600 by default) is set before `listen`, so no client can connect while it is wider.
+//! On shutdown both files are removed.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use tokio::net::UnixSocket;
+
+use super::{
+    DEFAULT_BACKLOG, Limits, ListenAddr, ServeError, ServerHandle, accept_loop, new_server,
+    serve_stream,
+};
+use crate::table::MethodTable;
+
+/// Options of the Unix socket endpoint.
+#[derive(Debug, Clone)]
+pub struct UnixOptions {
+    /// Permission bits of the socket file (default 0600: only the owner may connect).
+    pub mode: u32,
+    /// Listen backlog.
+    pub backlog: u32,
+    /// Connection and size limits.
+    pub limits: Limits,
+}
+
+impl Default for UnixOptions {
+    fn default() -> Self {
+        Self {
+            mode: 0o600,
+            backlog: DEFAULT_BACKLOG,
+            limits: Limits::default(),
+        }
+    }
+}
+
+/// The lock file and socket path; removes both when dropped.
+struct SocketFiles {
+    socket: PathBuf,
+    lock_path: PathBuf,
+    /// Held open for the lifetime of the server: closing it releases the flock.
+    _lock: File,
+}
+
+impl Drop for SocketFiles {
+    fn drop(&mut self) {
+        for p in [&self.socket, &self.lock_path] {
+            if let Err(e) = std::fs::remove_file(p) {
+                if e.kind() != io::ErrorKind::NotFound {
+                    tracing::warn!(path = %p.display(), error = %e, "could not remove RPC socket file");
+                }
+            }
+        }
+    }
+}
+
+fn lock_path(socket: &Path) -> PathBuf {
+    let mut s = socket.as_os_str().to_owned();
+    s.push(".lock");
+    PathBuf::from(s)
+}
+
+/// Take the single-instance lock of `socket`.
+fn take_lock(socket: &Path) -> Result<(PathBuf, File), ServeError> {
+    let path = lock_path(socket);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .open(&path)
+        .map_err(|e| ServeError::io("opening lock file", path.display(), e))?;
+    // SAFETY: `file` is an open descriptor owned by this function for the duration of the
+    // call; flock only takes an advisory lock on it and touches no memory. (std's
+    // `File::try_lock` needs Rust 1.89, above the workspace MSRV.)
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(ServeError::InUse {
+                path: socket.to_path_buf(),
+            });
+        }
+        return Err(ServeError::io("locking", path.display(), e));
+    }
+    Ok((path, file))
+}
+
+/// Serve the method table with SPDK framing on a Unix stream socket at `path`.
+pub async fn serve_unix(
+    table: MethodTable,
+    path: impl AsRef<Path>,
+    opts: UnixOptions,
+) -> Result<ServerHandle, ServeError> {
+    let path = path.as_ref().to_path_buf();
+    let (lock_path, lock) = take_lock(&path)?;
+    // We hold the lock, so a socket file here is a leftover of a dead instance.
+    match std::fs::remove_file(&path) {
+        Ok(()) => tracing::info!(path = %path.display(), "removed stale RPC socket"),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(ServeError::io("removing stale socket", path.display(), e)),
+    }
+    let files = SocketFiles {
+        socket: path.clone(),
+        lock_path,
+        _lock: lock,
+    };
+    let socket = UnixSocket::new_stream()
+        .map_err(|e| ServeError::io("creating socket for", path.display(), e))?;
+    socket
+        .bind(&path)
+        .map_err(|e| ServeError::io("binding", path.display(), e))?;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(opts.mode))
+        .map_err(|e| ServeError::io("setting permissions of", path.display(), e))?;
+    let listener = socket
+        .listen(opts.backlog)
+        .map_err(|e| ServeError::io("listening on", path.display(), e))?;
+
+    let (mut handle, run) = new_server(ListenAddr::Unix(path.clone()), opts.limits);
+    let max_request = run.limits.max_request_size;
+    let stats = run.stats.clone();
+    tracing::info!(path = %path.display(), mode = format_args!("{:o}", opts.mode), "JSON-RPC server listening on Unix socket");
+    let task = tokio::spawn(async move {
+        accept_loop(listener, run, "JSON-RPC Unix", move |stream, conn, stop| {
+            serve_stream(
+                stream,
+                table.clone(),
+                conn,
+                stop,
+                stats.clone(),
+                max_request,
+            )
+        })
+        .await;
+        drop(files);
+        tracing::info!("JSON-RPC Unix socket server stopped");
+    });
+    handle.set_task(task);
+    Ok(handle)
+}

@@ -1,0 +1,408 @@
+//! Block devices: the [`Bdev`] trait, per-reactor I/O channels, and the `malloc`, `null` and
+//! `aio` (file or block device through io_uring, with a thread-pool fallback) backends.
+//!
+//! I/O is asynchronous and allocation-free: a caller moves a [`BdevIo`] (operation, owned data
+//! buffers, a tag) into [`IoChannel::submit`] and gets it back, with a status, from
+//! [`IoChannel::poll`]. A channel belongs to one reactor; the bdev behind it is shared.
+
+mod aio;
+mod malloc;
+mod null;
+mod registry;
+mod stats;
+
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::time::Instant;
+
+use arrayvec::ArrayVec;
+use fabric::mem::IoBuf;
+
+pub use aio::{AioBdev, AioEngine, AioParams};
+pub use malloc::{MallocBdev, MallocParams};
+pub use null::{NullBdev, NullParams};
+pub use registry::{BdevRegistry, Claim};
+pub use stats::{ChannelStats, IoStatSnapshot};
+
+/// Most data buffers one I/O may carry.
+pub const MAX_IO_BUFS: usize = 32;
+
+/// The data buffers of one I/O, in order.
+pub type IoBufs = ArrayVec<IoBuf, MAX_IO_BUFS>;
+
+/// Kinds of I/O a bdev may support.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IoType {
+    /// Read blocks.
+    Read,
+    /// Write blocks.
+    Write,
+    /// Make written data durable.
+    Flush,
+    /// Write zeroes without a data buffer.
+    WriteZeroes,
+    /// Deallocate blocks (discard / TRIM).
+    Unmap,
+    /// Compare blocks with a buffer.
+    Compare,
+}
+
+/// One block operation. Offsets and counts are in blocks of the bdev's block size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BdevOp {
+    /// Read `num_blocks` into the buffers.
+    Read {
+        /// First block.
+        offset_blocks: u64,
+        /// Block count.
+        num_blocks: u64,
+    },
+    /// Write `num_blocks` from the buffers; `fua` = durable before completion.
+    Write {
+        /// First block.
+        offset_blocks: u64,
+        /// Block count.
+        num_blocks: u64,
+        /// Force unit access.
+        fua: bool,
+    },
+    /// Compare the buffers with `num_blocks` on the media.
+    Compare {
+        /// First block.
+        offset_blocks: u64,
+        /// Block count.
+        num_blocks: u64,
+    },
+    /// Make every completed write durable.
+    Flush,
+    /// Zero `num_blocks`.
+    WriteZeroes {
+        /// First block.
+        offset_blocks: u64,
+        /// Block count.
+        num_blocks: u64,
+    },
+    /// Deallocate `num_blocks`; later reads return zeroes.
+    Unmap {
+        /// First block.
+        offset_blocks: u64,
+        /// Block count.
+        num_blocks: u64,
+    },
+}
+
+impl BdevOp {
+    /// The kind of this operation.
+    pub fn io_type(&self) -> IoType {
+        match self {
+            BdevOp::Read { .. } => IoType::Read,
+            BdevOp::Write { .. } => IoType::Write,
+            BdevOp::Compare { .. } => IoType::Compare,
+            BdevOp::Flush => IoType::Flush,
+            BdevOp::WriteZeroes { .. } => IoType::WriteZeroes,
+            BdevOp::Unmap { .. } => IoType::Unmap,
+        }
+    }
+
+    /// `(offset_blocks, num_blocks)` for operations that address blocks.
+    pub fn range(&self) -> Option<(u64, u64)> {
+        match *self {
+            BdevOp::Read {
+                offset_blocks,
+                num_blocks,
+            }
+            | BdevOp::Write {
+                offset_blocks,
+                num_blocks,
+                ..
+            }
+            | BdevOp::Compare {
+                offset_blocks,
+                num_blocks,
+            }
+            | BdevOp::WriteZeroes {
+                offset_blocks,
+                num_blocks,
+            }
+            | BdevOp::Unmap {
+                offset_blocks,
+                num_blocks,
+            } => Some((offset_blocks, num_blocks)),
+            BdevOp::Flush => None,
+        }
+    }
+
+    /// Whether the operation moves data through the buffers.
+    pub fn has_data(&self) -> bool {
+        matches!(
+            self,
+            BdevOp::Read { .. } | BdevOp::Write { .. } | BdevOp::Compare { .. }
+        )
+    }
+}
+
+/// How an I/O ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IoStatus {
+    /// Not completed yet.
+    Pending,
+    /// Done.
+    Success,
+    /// Compare found a difference.
+    Miscompare,
+    /// The range is beyond the end of the device.
+    OutOfRange,
+    /// The buffers are smaller than the range.
+    BufferTooSmall,
+    /// The bdev does not support this operation.
+    Unsupported,
+    /// The backend failed with this errno.
+    Error(i32),
+}
+
+/// One I/O in flight: what to do, its data, the caller's tag, and (on completion) its status.
+#[derive(Debug)]
+pub struct BdevIo {
+    /// The operation.
+    pub op: BdevOp,
+    /// Data buffers (read destination, write/compare source), in order.
+    pub bufs: IoBufs,
+    /// The caller's cookie, returned untouched.
+    pub tag: u64,
+    /// Set on completion.
+    pub status: IoStatus,
+    /// When it was submitted (for latency statistics).
+    pub submitted: Option<Instant>,
+}
+
+impl BdevIo {
+    /// A new I/O with no buffers.
+    pub fn new(op: BdevOp, tag: u64) -> Self {
+        Self {
+            op,
+            bufs: IoBufs::new(),
+            tag,
+            status: IoStatus::Pending,
+            submitted: None,
+        }
+    }
+
+    /// Total bytes in the buffers.
+    pub fn buf_len(&self) -> usize {
+        self.bufs.iter().map(IoBuf::len).sum()
+    }
+}
+
+/// Errors of bdev management.
+#[derive(Debug, thiserror::Error)]
+pub enum BdevError {
+    /// A bdev with this name exists.
+    #[error("bdev '{0}' already exists")]
+    Exists(String),
+    /// No bdev with this name.
+    #[error("bdev '{0}' not found")]
+    NotFound(String),
+    /// A parameter is invalid.
+    #[error("{0}")]
+    Invalid(String),
+    /// The bdev is claimed by a module and cannot be claimed or deleted.
+    #[error("bdev '{name}' is already claimed by {by}")]
+    Claimed {
+        /// The bdev.
+        name: String,
+        /// Who holds the claim.
+        by: String,
+    },
+    /// An OS error.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done.
+        context: String,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl BdevError {
+    /// The negative errno SPDK would report.
+    pub fn errno(&self) -> i32 {
+        match self {
+            BdevError::Exists(_) => -libc::EEXIST,
+            BdevError::NotFound(_) => -libc::ENODEV,
+            BdevError::Invalid(_) => -libc::EINVAL,
+            BdevError::Claimed { .. } => -libc::EPERM,
+            BdevError::Io { source, .. } => -source.raw_os_error().unwrap_or(libc::EIO),
+        }
+    }
+}
+
+/// A block device.
+pub trait Bdev: Send + Sync + 'static {
+    /// Unique name.
+    fn name(&self) -> &str;
+    /// Product name as SPDK reports it ("Malloc disk", "Null disk", "AIO disk").
+    fn product_name(&self) -> &'static str;
+    /// Logical block size in bytes (512 or 4096).
+    fn block_size(&self) -> u32;
+    /// Number of logical blocks.
+    fn num_blocks(&self) -> u64;
+    /// Physical block size in bytes.
+    fn physical_block_size(&self) -> u32 {
+        self.block_size()
+    }
+    /// UUID.
+    fn uuid(&self) -> uuid::Uuid;
+    /// Whether the bdev supports an operation.
+    fn supports(&self, io: IoType) -> bool;
+    /// Whether writes sit in a volatile cache until flushed.
+    fn write_cache(&self) -> bool;
+    /// Opens an I/O channel for the calling reactor.
+    fn open_channel(&self) -> Result<Box<dyn BdevChannel>, BdevError>;
+    /// The RPC that recreates this bdev, as `{"method": ..., "params": {...}}` (save_config).
+    fn config(&self) -> serde_json::Value;
+    /// The `driver_specific` object of `bdev_get_bdevs`.
+    fn driver_specific(&self) -> serde_json::Value {
+        serde_json::json!({})
+    }
+    /// Releases backend resources when the bdev is deleted.
+    fn destroy(&self) {}
+}
+
+impl std::fmt::Debug for dyn Bdev {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Bdev({})", self.name())
+    }
+}
+
+/// A per-reactor path to a bdev, implemented by each backend.
+pub trait BdevChannel {
+    /// Starts an I/O. `Err` hands it back when the backend has no room now (retry later).
+    fn submit(&mut self, io: Box<BdevIo>) -> Result<(), Box<BdevIo>>;
+    /// Hands completed I/Os to `done`; returns how many.
+    fn poll(&mut self, done: &mut dyn FnMut(Box<BdevIo>)) -> usize;
+    /// An fd that becomes readable when completions arrive asynchronously (the reactor sleeps
+    /// on it). Backends that complete during `submit` return `None`.
+    fn wake_fd(&self) -> Option<RawFd> {
+        None
+    }
+    /// Called before the reactor sleeps: resets the wake fd and returns `true` if completions
+    /// are already waiting (which cancels the sleep). The default suits backends without a
+    /// wake fd: anything outstanding keeps the reactor polling.
+    fn arm(&mut self) -> bool {
+        self.outstanding() > 0
+    }
+    /// I/Os submitted and not yet returned by `poll`.
+    fn outstanding(&self) -> usize;
+}
+
+/// A channel with statistics and range checks in front of a backend channel.
+pub struct IoChannel {
+    bdev: Arc<dyn Bdev>,
+    inner: Box<dyn BdevChannel>,
+    stats: Arc<ChannelStats>,
+    block_size: u64,
+    num_blocks: u64,
+    /// I/Os refused before reaching the backend, returned by the next poll.
+    rejected: ArrayVec<Box<BdevIo>, 8>,
+    rejected_overflow: std::collections::VecDeque<Box<BdevIo>>,
+}
+
+impl std::fmt::Debug for IoChannel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IoChannel")
+            .field("bdev", &self.bdev.name())
+            .finish()
+    }
+}
+
+impl IoChannel {
+    /// Wraps a backend channel, recording statistics into `stats`.
+    pub fn new(bdev: Arc<dyn Bdev>, inner: Box<dyn BdevChannel>, stats: Arc<ChannelStats>) -> Self {
+        Self {
+            block_size: u64::from(bdev.block_size()),
+            num_blocks: bdev.num_blocks(),
+            bdev,
+            inner,
+            stats,
+            rejected: ArrayVec::new(),
+            rejected_overflow: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// The bdev behind this channel.
+    pub fn bdev(&self) -> &Arc<dyn Bdev> {
+        &self.bdev
+    }
+
+    /// Starts an I/O. Invalid I/Os (out of range, buffers too small, unsupported) complete with
+    /// an error status on the next poll instead of reaching the backend. `Err` means the backend
+    /// is busy: the I/O is handed back to retry later.
+    pub fn submit(&mut self, mut io: Box<BdevIo>) -> Result<(), Box<BdevIo>> {
+        io.submitted = Some(Instant::now());
+        if let Some(status) = self.check(&io) {
+            io.status = status;
+            self.reject(io);
+            return Ok(());
+        }
+        self.inner.submit(io)
+    }
+
+    fn check(&self, io: &BdevIo) -> Option<IoStatus> {
+        if !self.bdev.supports(io.op.io_type()) {
+            return Some(IoStatus::Unsupported);
+        }
+        if let Some((off, n)) = io.op.range() {
+            if off.checked_add(n).is_none_or(|end| end > self.num_blocks) {
+                return Some(IoStatus::OutOfRange);
+            }
+            if io.op.has_data() && (io.buf_len() as u64) < n.saturating_mul(self.block_size) {
+                return Some(IoStatus::BufferTooSmall);
+            }
+        }
+        None
+    }
+
+    fn reject(&mut self, io: Box<BdevIo>) {
+        if let Err(e) = self.rejected.try_push(io) {
+            self.rejected_overflow.push_back(e.element());
+        }
+    }
+
+    /// Hands completed I/Os to `done`; returns how many.
+    pub fn poll(&mut self, done: &mut dyn FnMut(Box<BdevIo>)) -> usize {
+        let stats = &self.stats;
+        let bs = self.block_size;
+        let mut n = 0;
+        let mut finish = |io: Box<BdevIo>| {
+            stats.record(&io, bs);
+            done(io);
+        };
+        for io in self.rejected.drain(..) {
+            finish(io);
+            n += 1;
+        }
+        while let Some(io) = self.rejected_overflow.pop_front() {
+            finish(io);
+            n += 1;
+        }
+        n + self.inner.poll(&mut finish)
+    }
+
+    /// See [`BdevChannel::wake_fd`].
+    pub fn wake_fd(&self) -> Option<RawFd> {
+        self.inner.wake_fd()
+    }
+
+    /// See [`BdevChannel::arm`].
+    pub fn arm(&mut self) -> bool {
+        !self.rejected.is_empty() || !self.rejected_overflow.is_empty() || self.inner.arm()
+    }
+
+    /// I/Os submitted and not yet returned.
+    pub fn outstanding(&self) -> usize {
+        self.inner.outstanding() + self.rejected.len() + self.rejected_overflow.len()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,123 @@
+//! `null`: a device that discards writes and leaves read buffers untouched, for benchmarks.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use serde_json::json;
+
+use super::malloc::check_block_size;
+use super::{Bdev, BdevChannel, BdevError, BdevIo, IoStatus, IoType};
+
+/// Parameters of `bdev_null_create`.
+#[derive(Debug, Clone)]
+pub struct NullParams {
+    /// Name.
+    pub name: String,
+    /// Number of blocks.
+    pub num_blocks: u64,
+    /// Logical block size: a power of two from 512 to 4096.
+    pub block_size: u32,
+    /// Physical block size (0 = the block size).
+    pub physical_block_size: u32,
+    /// UUID (random when absent).
+    pub uuid: Option<uuid::Uuid>,
+}
+
+/// The null device.
+#[derive(Debug)]
+pub struct NullBdev {
+    params: NullParams,
+    uuid: uuid::Uuid,
+}
+
+impl NullBdev {
+    /// Creates the device (nothing is allocated).
+    pub fn create(params: NullParams) -> Result<Arc<Self>, BdevError> {
+        check_block_size(params.block_size)?;
+        if params.num_blocks == 0 {
+            return Err(BdevError::Invalid(
+                "num_blocks must be greater than 0".into(),
+            ));
+        }
+        let uuid = params.uuid.unwrap_or_else(uuid::Uuid::new_v4);
+        Ok(Arc::new(Self { params, uuid }))
+    }
+}
+
+impl Bdev for NullBdev {
+    fn name(&self) -> &str {
+        &self.params.name
+    }
+    fn product_name(&self) -> &'static str {
+        "Null disk"
+    }
+    fn block_size(&self) -> u32 {
+        self.params.block_size
+    }
+    fn num_blocks(&self) -> u64 {
+        self.params.num_blocks
+    }
+    fn physical_block_size(&self) -> u32 {
+        if self.params.physical_block_size == 0 {
+            self.params.block_size
+        } else {
+            self.params.physical_block_size
+        }
+    }
+    fn uuid(&self) -> uuid::Uuid {
+        self.uuid
+    }
+    fn supports(&self, io: IoType) -> bool {
+        io != IoType::Compare
+    }
+    fn write_cache(&self) -> bool {
+        false
+    }
+    fn open_channel(&self) -> Result<Box<dyn BdevChannel>, BdevError> {
+        Ok(Box::new(NullChannel {
+            done: VecDeque::with_capacity(256),
+        }))
+    }
+    fn config(&self) -> serde_json::Value {
+        json!({
+            "method": "bdev_null_create",
+            "params": {
+                "name": self.params.name,
+                "num_blocks": self.params.num_blocks,
+                "block_size": self.params.block_size,
+                "physical_block_size": self.physical_block_size(),
+                "uuid": self.uuid.to_string(),
+                "md_size": 0,
+                "dif_type": 0,
+                "dif_is_head_of_md": false,
+                "dif_pi_format": 0,
+            }
+        })
+    }
+}
+
+struct NullChannel {
+    done: VecDeque<Box<BdevIo>>,
+}
+
+impl BdevChannel for NullChannel {
+    fn submit(&mut self, mut io: Box<BdevIo>) -> Result<(), Box<BdevIo>> {
+        io.status = IoStatus::Success;
+        self.done.push_back(io);
+        Ok(())
+    }
+
+    fn poll(&mut self, done: &mut dyn FnMut(Box<BdevIo>)) -> usize {
+        let n = self.done.len();
+        for _ in 0..n {
+            if let Some(io) = self.done.pop_front() {
+                done(io);
+            }
+        }
+        n
+    }
+
+    fn outstanding(&self) -> usize {
+        self.done.len()
+    }
+}

@@ -1,0 +1,191 @@
+//! The set of bdevs known to the target, with claims and statistics.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use parking_lot::Mutex;
+
+use super::{Bdev, BdevError, ChannelStats, IoChannel, IoStatSnapshot};
+
+/// Who holds a bdev (SPDK's claim): a namespace owns its bdev exclusively for writing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The claiming module, e.g. "nvmf".
+    pub module: String,
+    /// What holds it, for messages (e.g. "nqn.2016-06.io.spdk:cnode1 nsid 1").
+    pub holder: String,
+}
+
+#[derive(Default)]
+struct Entry {
+    bdev: Option<Arc<dyn Bdev>>,
+    claim: Option<Claim>,
+    channels: Vec<Arc<ChannelStats>>,
+    retired: IoStatSnapshot,
+}
+
+/// All bdevs, in creation order (the order save_config replays them).
+#[derive(Default)]
+pub struct BdevRegistry {
+    entries: Mutex<Vec<(String, Entry)>>,
+    malloc_seq: AtomicU32,
+}
+
+impl std::fmt::Debug for BdevRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+impl BdevRegistry {
+    /// An empty registry.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Adds a bdev; its name must be unique.
+    pub fn register(&self, bdev: Arc<dyn Bdev>) -> Result<(), BdevError> {
+        let mut entries = self.entries.lock();
+        let name = bdev.name().to_string();
+        if entries.iter().any(|(n, _)| *n == name) {
+            return Err(BdevError::Exists(name));
+        }
+        tracing::info!(
+            "bdev {name}: {} ({} blocks of {} bytes)",
+            bdev.product_name(),
+            bdev.num_blocks(),
+            bdev.block_size()
+        );
+        entries.push((
+            name,
+            Entry {
+                bdev: Some(bdev),
+                ..Entry::default()
+            },
+        ));
+        Ok(())
+    }
+
+    /// Removes a bdev that nobody claims, destroying its backend.
+    pub fn unregister(&self, name: &str) -> Result<Arc<dyn Bdev>, BdevError> {
+        let mut entries = self.entries.lock();
+        let pos = entries
+            .iter()
+            .position(|(n, _)| n == name)
+            .ok_or_else(|| BdevError::NotFound(name.to_string()))?;
+        if let Some(c) = &entries[pos].1.claim {
+            return Err(BdevError::Claimed {
+                name: name.to_string(),
+                by: format!("{} ({})", c.module, c.holder),
+            });
+        }
+        let (_, entry) = entries.remove(pos);
+        let bdev = entry.bdev.expect("registered entries hold a bdev");
+        bdev.destroy();
+        tracing::info!("bdev {name} deleted");
+        Ok(bdev)
+    }
+
+    /// The bdev with this name.
+    pub fn get(&self, name: &str) -> Option<Arc<dyn Bdev>> {
+        self.entries
+            .lock()
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, e)| e.bdev.clone())
+    }
+
+    /// Every bdev, in creation order.
+    pub fn list(&self) -> Vec<Arc<dyn Bdev>> {
+        self.entries
+            .lock()
+            .iter()
+            .filter_map(|(_, e)| e.bdev.clone())
+            .collect()
+    }
+
+    /// Every bdev name, in creation order.
+    pub fn names(&self) -> Vec<String> {
+        self.entries.lock().iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    /// Claims a bdev for exclusive use.
+    pub fn claim(&self, name: &str, claim: Claim) -> Result<Arc<dyn Bdev>, BdevError> {
+        let mut entries = self.entries.lock();
+        let (_, e) = entries
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| BdevError::NotFound(name.to_string()))?;
+        if let Some(c) = &e.claim {
+            return Err(BdevError::Claimed {
+                name: name.to_string(),
+                by: format!("{} ({})", c.module, c.holder),
+            });
+        }
+        e.claim = Some(claim);
+        Ok(e.bdev.clone().expect("registered entries hold a bdev"))
+    }
+
+    /// Releases a claim. Releasing an unclaimed or missing bdev is a no-op.
+    pub fn release(&self, name: &str) {
+        if let Some((_, e)) = self.entries.lock().iter_mut().find(|(n, _)| n == name) {
+            e.claim = None;
+        }
+    }
+
+    /// The claim on a bdev, if any.
+    pub fn claim_of(&self, name: &str) -> Option<Claim> {
+        self.entries
+            .lock()
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, e)| e.claim.clone())
+    }
+
+    /// Opens an I/O channel on the calling reactor, with statistics counted for this bdev.
+    pub fn open_channel(&self, bdev: &Arc<dyn Bdev>) -> Result<IoChannel, BdevError> {
+        let inner = bdev.open_channel()?;
+        let stats = Arc::new(ChannelStats::default());
+        if let Some((_, e)) = self
+            .entries
+            .lock()
+            .iter_mut()
+            .find(|(n, _)| n == bdev.name())
+        {
+            e.channels.push(Arc::clone(&stats));
+        }
+        Ok(IoChannel::new(Arc::clone(bdev), inner, stats))
+    }
+
+    /// Summed statistics of a bdev over all its channels, past and present.
+    pub fn iostat(&self, name: &str) -> Option<IoStatSnapshot> {
+        let mut entries = self.entries.lock();
+        let (_, e) = entries.iter_mut().find(|(n, _)| n == name)?;
+        // Fold channels that were closed into the retired totals.
+        let mut i = 0;
+        while i < e.channels.len() {
+            if Arc::strong_count(&e.channels[i]) == 1 {
+                let c = e.channels.swap_remove(i);
+                c.add_to(&mut e.retired);
+            } else {
+                i += 1;
+            }
+        }
+        let mut snap = e.retired.clone();
+        for c in &e.channels {
+            c.add_to(&mut snap);
+        }
+        Some(snap)
+    }
+
+    /// The next default malloc name (`Malloc0`, `Malloc1`, …), skipping names in use.
+    pub fn next_malloc_name(&self) -> String {
+        loop {
+            let n = self.malloc_seq.fetch_add(1, Ordering::Relaxed);
+            let name = format!("Malloc{n}");
+            if self.get(&name).is_none() {
+                return name;
+            }
+        }
+    }
+}

@@ -1,0 +1,404 @@
+use super::*;
+use std::time::{Duration, Instant};
+
+fn run(ch: &mut IoChannel, io: BdevIo) -> Box<BdevIo> {
+    let mut io = Some(Box::new(io));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut out = None;
+    while out.is_none() {
+        if let Some(x) = io.take()
+            && let Err(back) = ch.submit(x)
+        {
+            io = Some(back);
+        }
+        ch.poll(&mut |done| out = Some(done));
+        assert!(Instant::now() < deadline, "I/O did not complete");
+    }
+    out.unwrap()
+}
+
+fn bufs(sizes: &[usize]) -> IoBufs {
+    sizes.iter().map(|&s| IoBuf::alloc(s).unwrap()).collect()
+}
+
+fn pattern(seed: u8, bufs: &mut IoBufs) {
+    let mut x = u32::from(seed);
+    for b in bufs.iter_mut() {
+        for byte in b.as_mut_slice() {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            *byte = (x >> 16) as u8;
+        }
+    }
+}
+
+fn concat(bufs: &IoBufs) -> Vec<u8> {
+    bufs.iter().flat_map(|b| b.as_slice().to_vec()).collect()
+}
+
+fn write(ch: &mut IoChannel, off: u64, n: u64, data: IoBufs, fua: bool) -> Box<BdevIo> {
+    let mut io = BdevIo::new(
+        BdevOp::Write {
+            offset_blocks: off,
+            num_blocks: n,
+            fua,
+        },
+        1,
+    );
+    io.bufs = data;
+    run(ch, io)
+}
+
+fn read(ch: &mut IoChannel, off: u64, n: u64, sizes: &[usize]) -> Box<BdevIo> {
+    let mut io = BdevIo::new(
+        BdevOp::Read {
+            offset_blocks: off,
+            num_blocks: n,
+        },
+        2,
+    );
+    io.bufs = bufs(sizes);
+    run(ch, io)
+}
+
+/// The data checks every backend must pass: multi-buffer writes read back through a different
+/// split, compare, write zeroes, unmap, range and size errors.
+fn exercise(reg: &BdevRegistry, bdev: Arc<dyn Bdev>) {
+    let bs = bdev.block_size() as usize;
+    let mut ch = reg.open_channel(&bdev).unwrap();
+
+    let mut data = bufs(&[bs, 2 * bs, bs]);
+    pattern(7, &mut data);
+    let expect = concat(&data);
+    let w = write(&mut ch, 3, 4, data, false);
+    assert_eq!(w.status, IoStatus::Success);
+    assert_eq!(w.tag, 1);
+
+    let r = read(&mut ch, 3, 4, &[3 * bs, bs]);
+    assert_eq!(r.status, IoStatus::Success);
+    assert_eq!(concat(&r.bufs), expect, "data read back differs");
+
+    if bdev.supports(IoType::Compare) {
+        let mut io = BdevIo::new(
+            BdevOp::Compare {
+                offset_blocks: 3,
+                num_blocks: 4,
+            },
+            3,
+        );
+        io.bufs = r.bufs;
+        let c = run(&mut ch, io);
+        assert_eq!(c.status, IoStatus::Success);
+        let mut bad = c.bufs;
+        bad[1].as_mut_slice()[5] ^= 0xff;
+        let mut io = BdevIo::new(
+            BdevOp::Compare {
+                offset_blocks: 3,
+                num_blocks: 4,
+            },
+            3,
+        );
+        io.bufs = bad;
+        assert_eq!(run(&mut ch, io).status, IoStatus::Miscompare);
+    }
+
+    let f = run(&mut ch, BdevIo::new(BdevOp::Flush, 4));
+    assert_eq!(f.status, IoStatus::Success);
+
+    if bdev.supports(IoType::WriteZeroes) {
+        let z = run(
+            &mut ch,
+            BdevIo::new(
+                BdevOp::WriteZeroes {
+                    offset_blocks: 4,
+                    num_blocks: 1,
+                },
+                5,
+            ),
+        );
+        assert_eq!(z.status, IoStatus::Success);
+        let r = read(&mut ch, 3, 4, &[4 * bs]);
+        let got = concat(&r.bufs);
+        assert_eq!(&got[..bs], &expect[..bs]);
+        assert!(got[bs..2 * bs].iter().all(|&b| b == 0), "write zeroes");
+        assert_eq!(&got[2 * bs..], &expect[2 * bs..]);
+    }
+    if bdev.supports(IoType::Unmap) {
+        let u = run(
+            &mut ch,
+            BdevIo::new(
+                BdevOp::Unmap {
+                    offset_blocks: 3,
+                    num_blocks: 4,
+                },
+                6,
+            ),
+        );
+        assert_eq!(u.status, IoStatus::Success);
+        let r = read(&mut ch, 3, 4, &[4 * bs]);
+        assert!(
+            concat(&r.bufs).iter().all(|&b| b == 0),
+            "unmapped blocks read zero"
+        );
+    }
+
+    let nb = bdev.num_blocks();
+    assert_eq!(
+        read(&mut ch, nb - 1, 2, &[2 * bs]).status,
+        IoStatus::OutOfRange
+    );
+    assert_eq!(
+        read(&mut ch, u64::MAX, 2, &[2 * bs]).status,
+        IoStatus::OutOfRange
+    );
+    assert_eq!(read(&mut ch, 0, 2, &[bs]).status, IoStatus::BufferTooSmall);
+    assert_eq!(read(&mut ch, nb - 1, 1, &[bs]).status, IoStatus::Success);
+    assert_eq!(ch.outstanding(), 0);
+}
+
+fn malloc(name: &str, blocks: u64, bs: u32) -> Arc<dyn Bdev> {
+    MallocBdev::create(MallocParams {
+        name: name.into(),
+        num_blocks: blocks,
+        block_size: bs,
+        physical_block_size: 0,
+        uuid: None,
+        optimal_io_boundary: 0,
+    })
+    .unwrap()
+}
+
+#[test]
+fn malloc_verifies_data_at_512_and_4096() {
+    let reg = BdevRegistry::new();
+    for bs in [512, 4096] {
+        let b = malloc(&format!("m{bs}"), 64, bs);
+        reg.register(Arc::clone(&b)).unwrap();
+        exercise(&reg, b);
+    }
+    let st = reg.iostat("m512").unwrap();
+    assert!(st.num_write_ops >= 1 && st.num_read_ops >= 4);
+    assert_eq!(st.bytes_written, 4 * 512);
+    assert!(st.num_errors >= 3, "range errors are counted");
+}
+
+#[test]
+fn malloc_rejects_bad_parameters() {
+    for bs in [0, 256, 520, 8192] {
+        assert!(
+            MallocBdev::create(MallocParams {
+                name: "x".into(),
+                num_blocks: 8,
+                block_size: bs,
+                physical_block_size: 0,
+                uuid: None,
+                optimal_io_boundary: 0,
+            })
+            .is_err()
+        );
+    }
+    assert!(
+        MallocBdev::create(MallocParams {
+            name: "x".into(),
+            num_blocks: 0,
+            block_size: 512,
+            physical_block_size: 0,
+            uuid: None,
+            optimal_io_boundary: 0,
+        })
+        .is_err()
+    );
+}
+
+#[test]
+fn null_completes_everything_but_compare() {
+    let reg = BdevRegistry::new();
+    let b: Arc<dyn Bdev> = NullBdev::create(NullParams {
+        name: "n0".into(),
+        num_blocks: 1 << 20,
+        block_size: 4096,
+        physical_block_size: 0,
+        uuid: None,
+    })
+    .unwrap();
+    reg.register(Arc::clone(&b)).unwrap();
+    let mut ch = reg.open_channel(&b).unwrap();
+    let mut data = bufs(&[4096]);
+    pattern(1, &mut data);
+    assert_eq!(write(&mut ch, 0, 1, data, true).status, IoStatus::Success);
+    assert_eq!(read(&mut ch, 5, 1, &[4096]).status, IoStatus::Success);
+    let mut io = BdevIo::new(
+        BdevOp::Compare {
+            offset_blocks: 0,
+            num_blocks: 1,
+        },
+        0,
+    );
+    io.bufs = bufs(&[4096]);
+    assert_eq!(run(&mut ch, io).status, IoStatus::Unsupported);
+}
+
+fn temp_file(name: &str, bytes: u64) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("rtgt-bdev-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    let f = std::fs::File::create(&p).unwrap();
+    f.set_len(bytes).unwrap();
+    p
+}
+
+fn aio(name: &str, path: &std::path::Path, engine: AioEngine, bs: Option<u32>) -> Arc<AioBdev> {
+    AioBdev::create(AioParams {
+        name: name.into(),
+        filename: path.to_string_lossy().into(),
+        block_size: bs,
+        readonly: false,
+        fallocate: true,
+        uuid: None,
+        engine: Some(engine),
+    })
+    .unwrap()
+}
+
+#[test]
+fn aio_verifies_data_with_io_uring_and_threads() {
+    for (engine, bs) in [
+        (AioEngine::Uring, None),
+        (AioEngine::Uring, Some(4096)),
+        (AioEngine::Threads, None),
+        (AioEngine::Threads, Some(4096)),
+    ] {
+        let path = temp_file(&format!("{engine:?}-{bs:?}"), 1 << 20);
+        let reg = BdevRegistry::new();
+        let b = aio("a0", &path, engine, bs);
+        assert_eq!(b.engine(), engine);
+        assert_eq!(b.block_size(), bs.unwrap_or(512));
+        assert_eq!(b.num_blocks(), (1 << 20) / u64::from(bs.unwrap_or(512)));
+        let b: Arc<dyn Bdev> = b;
+        reg.register(Arc::clone(&b)).unwrap();
+        exercise(&reg, Arc::clone(&b));
+
+        // The data is really in the file.
+        let bsz = b.block_size() as usize;
+        let mut ch = reg.open_channel(&b).unwrap();
+        let mut data = bufs(&[bsz]);
+        pattern(9, &mut data);
+        let expect = concat(&data);
+        assert_eq!(write(&mut ch, 10, 1, data, true).status, IoStatus::Success);
+        let file = std::fs::read(&path).unwrap();
+        assert_eq!(&file[10 * bsz..11 * bsz], &expect[..]);
+        drop(ch);
+        reg.unregister("a0").unwrap();
+        std::fs::remove_file(&path).unwrap();
+    }
+}
+
+#[test]
+fn aio_handles_buffers_o_direct_cannot_take() {
+    let path = temp_file("misaligned", 1 << 16);
+    let reg = BdevRegistry::new();
+    let b: Arc<dyn Bdev> = aio("a1", &path, AioEngine::Uring, None);
+    reg.register(Arc::clone(&b)).unwrap();
+    let mut ch = reg.open_channel(&b).unwrap();
+    let mut buf = IoBuf::alloc(4096).unwrap();
+    buf.set_window(64, 512);
+    buf.as_mut_slice().fill(0x5a);
+    let mut data = IoBufs::new();
+    data.push(buf);
+    assert_eq!(write(&mut ch, 2, 1, data, false).status, IoStatus::Success);
+    let r = read(&mut ch, 2, 1, &[512]);
+    assert!(r.bufs[0].as_slice().iter().all(|&x| x == 0x5a));
+}
+
+#[test]
+fn aio_rejects_what_it_cannot_be() {
+    let path = temp_file("small", 100);
+    let err = AioBdev::create(AioParams {
+        name: "s".into(),
+        filename: path.to_string_lossy().into(),
+        block_size: None,
+        readonly: false,
+        fallocate: false,
+        uuid: None,
+        engine: None,
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("no complete"), "{err}");
+    let err = AioBdev::create(AioParams {
+        name: "s".into(),
+        filename: "/nonexistent/rtgt".into(),
+        block_size: None,
+        readonly: false,
+        fallocate: false,
+        uuid: None,
+        engine: None,
+    })
+    .unwrap_err();
+    assert_eq!(err.errno(), -libc::ENOENT);
+
+    // Read-only: writes are refused before reaching the file.
+    let path = temp_file("ro", 1 << 16);
+    let b: Arc<dyn Bdev> = AioBdev::create(AioParams {
+        name: "ro".into(),
+        filename: path.to_string_lossy().into(),
+        block_size: None,
+        readonly: true,
+        fallocate: true,
+        uuid: None,
+        engine: None,
+    })
+    .unwrap();
+    assert!(!b.supports(IoType::Write) && !b.supports(IoType::Unmap));
+    let reg = BdevRegistry::new();
+    reg.register(Arc::clone(&b)).unwrap();
+    let mut ch = reg.open_channel(&b).unwrap();
+    assert_eq!(
+        write(&mut ch, 0, 1, bufs(&[512]), false).status,
+        IoStatus::Unsupported
+    );
+}
+
+#[test]
+fn registry_names_claims_and_deletes() {
+    let reg = BdevRegistry::new();
+    reg.register(malloc("a", 8, 512)).unwrap();
+    assert!(matches!(
+        reg.register(malloc("a", 8, 512)),
+        Err(BdevError::Exists(_))
+    ));
+    let claim = Claim {
+        module: "nvmf".into(),
+        holder: "nqn.x nsid 1".into(),
+    };
+    reg.claim("a", claim.clone()).unwrap();
+    let err = reg.claim("a", claim.clone()).unwrap_err();
+    assert!(err.to_string().contains("already claimed by nvmf"), "{err}");
+    assert!(matches!(
+        reg.unregister("a"),
+        Err(BdevError::Claimed { .. })
+    ));
+    assert_eq!(reg.claim_of("a"), Some(claim));
+    reg.release("a");
+    reg.unregister("a").unwrap();
+    assert!(matches!(reg.unregister("a"), Err(BdevError::NotFound(_))));
+    assert_eq!(BdevError::NotFound("x".into()).errno(), -19);
+    assert_eq!(BdevError::Exists("x".into()).errno(), -17);
+
+    reg.register(malloc("Malloc0", 8, 512)).unwrap();
+    assert_eq!(reg.next_malloc_name(), "Malloc1");
+    reg.register(malloc("b", 8, 512)).unwrap();
+    assert_eq!(reg.names(), vec!["Malloc0", "b"]);
+}
+
+#[test]
+fn iostat_survives_closed_channels() {
+    let reg = BdevRegistry::new();
+    let b = malloc("s", 16, 512);
+    reg.register(Arc::clone(&b)).unwrap();
+    for _ in 0..3 {
+        let mut ch = reg.open_channel(&b).unwrap();
+        read(&mut ch, 0, 1, &[512]);
+    }
+    assert_eq!(reg.iostat("s").unwrap().num_read_ops, 3);
+    assert_eq!(reg.iostat("s").unwrap().bytes_read, 3 * 512);
+    assert!(reg.iostat("nope").is_none());
+}

@@ -1,0 +1,15 @@
+//! rtgt core: everything that is not a wire.
+//!
+//! - [`registry`]: the `Transport` trait and the `register_transport!` registry.
+//! - [`reactor`]: one thread per core with a message queue, pollers and idle sleep.
+//! - [`target`]: subsystems, namespaces, hosts, listeners and their state machine.
+//! - [`nvme`]: NVMe controller logic (fabrics, admin, I/O commands, discovery), no I/O inside.
+//! - [`scsi`]: SCSI logical-unit logic, no I/O inside.
+//! - [`bdev`]: block devices (malloc, null, file/aio).
+
+pub mod bdev;
+pub mod nvme;
+pub mod reactor;
+pub mod registry;
+pub mod scsi;
+pub mod target;

@@ -1,0 +1,57 @@
+//! NVMe controller logic (sans-I/O): fabrics, admin and I/O command handling and discovery.
+//!
+//! Nothing here does I/O, spawns threads, takes locks or keeps references into the target model:
+//! commands come in as bytes and plain views, and what to do comes back as values (data to send,
+//! a status, a bdev operation to run). The exec layer (`nvmf`) and the transports drive it.
+//!
+//! # How the pieces are called
+//!
+//! Per received capsule, the transport:
+//! 1. copies the SQE with [`Sqe::from_bytes`] and decodes SGL1 with [`sgl::parse`] against the
+//!    queue's [`SglPolicy`] (from [`TransportLimits::io_sgl_policy`] /
+//!    [`TransportLimits::admin_sgl_policy`]), fetching host data for write-direction commands;
+//! 2. on an unconnected queue, only a Connect is valid (others: [`Status::INVALID_OPCODE`]):
+//!    [`parse_connect`], then the exec layer looks up the subsystem, checks [`host_allowed`],
+//!    and either creates a [`Controller`] ([`check_admin_connect`], [`CntlidAllocator`],
+//!    [`Controller::new`]) or attaches an I/O queue ([`Controller::accept_io_queue`]);
+//! 3. on the admin queue: [`Controller::admin`] → [`AdminOutcome`];
+//! 4. on an I/O queue: [`io::decode`] → [`IoCmd`] for the bdev (with [`io::dsm_ranges`] for
+//!    Dataset Management), completing with a [`Cqe`].
+//!
+//! Events: [`Controller::ns_changed`] and [`Controller::discovery_log_changed`] may return an
+//! [`AerCompletion`] to send; [`Controller::keep_alive_expired`] tells when to tear the
+//! association down.
+
+pub mod aer;
+pub mod cntlid;
+pub mod cqe;
+pub mod ctrlr;
+pub mod discovery;
+pub mod fabrics;
+pub mod features;
+pub mod identify;
+pub mod io;
+pub mod log_page;
+pub mod nqn;
+pub mod regs;
+pub mod sgl;
+pub mod spec;
+pub mod sqe;
+pub mod view;
+
+#[cfg(test)]
+mod tests;
+
+pub use aer::{AerCompletion, AsyncEvent};
+pub use cntlid::CntlidAllocator;
+pub use cqe::Cqe;
+pub use ctrlr::{AdminOutcome, Completion, Controller};
+pub use discovery::{DiscoveryEntry, DiscoveryLog, Tsas};
+pub use fabrics::{Connect, ConnectReject, check_admin_connect, host_allowed, parse_connect};
+pub use io::{DsmRange, IoCmd};
+pub use nqn::Nqn;
+pub use regs::CcChange;
+pub use sgl::{DataSgl, KeyedSgl, SglDescriptor, SglPolicy};
+pub use spec::{DISCOVERY_NQN, Status};
+pub use sqe::{Direction, Sqe};
+pub use view::{NamespaceView, SubsystemKind, SubsystemView, TransportLimits};

@@ -1,0 +1,210 @@
+//! The transport registry: a [`Transport`] trait that is the ops table of a transport, and
+//! [`register_transport!`] with which a transport crate adds itself at link time.
+//!
+//! ```ignore
+//! target_core::register_transport!(RDMA_OPS = TransportOps {
+//!     name: "RDMA",
+//!     description: "NVMe over Fabrics on RDMA",
+//!     defaults: rdma_defaults,
+//!     create: rdma_create,
+//! });
+//! ```
+//!
+//! The binary must reference each transport crate (e.g. `use transport_rdma as _;`) or the
+//! linker drops it, entries and all.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::bdev::BdevIo;
+use crate::reactor::Reactors;
+use crate::target::{ListenAddr, PgCore, Target};
+
+#[doc(hidden)]
+pub use linkme;
+
+/// Options of `nvmf_create_transport` as the JSON object the RPC received (minus `trtype` and
+/// `tgt_name`). Each transport decodes its own options from it, relaxed (unknown keys ignored,
+/// as SPDK does, because rpc.py sends other transports' options too).
+pub type TransportParams = Map<String, Value>;
+
+/// Errors a transport reports.
+#[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
+pub enum TransportError {
+    /// An option is invalid.
+    #[error("{0}")]
+    Invalid(String),
+    /// The fabric refused (no RDMA device, address in use, ...).
+    #[error("{0}")]
+    Fabric(String),
+    /// Something else.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// What a transport gets when it is created.
+#[derive(Clone)]
+pub struct TransportContext {
+    /// The target it serves (subsystem lookup, host checks, poll-group hand-off).
+    pub target: std::sync::Weak<Target>,
+    /// The reactors (for the acceptor poller and messages to poll groups).
+    pub reactors: Reactors,
+    /// The fabric provider to open (`rtgt serve --fabric rdma|sim`).
+    pub provider: fabric::Provider,
+    /// This transport's index: poll groups keep its per-reactor state at this index, and
+    /// [`PgCore`] tags its bdev I/O with it.
+    pub index: usize,
+}
+
+impl std::fmt::Debug for TransportContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransportContext")
+            .field("index", &self.index)
+            .finish()
+    }
+}
+
+/// A created transport, or why not.
+pub type CreateResult = Result<Arc<dyn Transport>, TransportError>;
+
+/// Creates a transport from its options.
+pub type CreateFn = fn(TransportContext, &TransportParams) -> CreateResult;
+
+/// The static entry a transport registers.
+#[derive(Debug)]
+pub struct TransportOps {
+    /// Canonical, upper-case name (`RDMA`, `SRP`); lookups ignore case.
+    pub name: &'static str,
+    /// One line for humans.
+    pub description: &'static str,
+    /// The full option set with its defaults, as `nvmf_get_transports` would show it.
+    pub defaults: fn() -> TransportParams,
+    /// Validates the options and creates the transport.
+    pub create: CreateFn,
+}
+
+/// Every registered transport (filled at link time).
+#[linkme::distributed_slice]
+pub static TRANSPORTS: [TransportOps];
+
+/// Registers a transport: `register_transport!(STATIC_NAME = TransportOps { .. });`
+#[macro_export]
+macro_rules! register_transport {
+    ($ident:ident = $ops:expr) => {
+        #[$crate::registry::linkme::distributed_slice($crate::registry::TRANSPORTS)]
+        #[linkme(crate = $crate::registry::linkme)]
+        static $ident: $crate::registry::TransportOps = $ops;
+    };
+}
+
+/// Finds a registered transport by name, ignoring case.
+pub fn find(name: &str) -> Option<&'static TransportOps> {
+    TRANSPORTS
+        .iter()
+        .find(|t| t.name.eq_ignore_ascii_case(name))
+}
+
+/// Every registered transport, sorted by name.
+pub fn list() -> Vec<&'static TransportOps> {
+    let mut v: Vec<_> = TRANSPORTS.iter().collect();
+    v.sort_by_key(|t| t.name);
+    v
+}
+
+/// Load of one poll group, to choose where a new connection goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollGroupLoad {
+    /// Poll group (= reactor) index.
+    pub index: usize,
+    /// Admin queues / management channels on it.
+    pub admin_qpairs: usize,
+    /// I/O queues / data channels on it.
+    pub io_qpairs: usize,
+}
+
+/// A created transport: SPDK's `spdk_nvmf_transport_ops` as a trait. Called on the control
+/// path (any thread); per-reactor work goes through [`TransportPollGroup`].
+pub trait Transport: Any + Send + Sync + 'static {
+    /// The registered name (`RDMA`).
+    fn name(&self) -> &'static str;
+    /// The options in effect, including `trtype`, in the order `nvmf_get_transports` and
+    /// save_config print them.
+    fn dump_opts(&self) -> TransportParams;
+    /// Starts accepting connections on an address. The target reference-counts listeners, so
+    /// this is called once per address.
+    fn listen(&self, addr: &ListenAddr) -> Result<(), TransportError>;
+    /// Stops accepting on an address.
+    fn stop_listen(&self, addr: &ListenAddr) -> Result<(), TransportError>;
+    /// Creates this transport's state for one poll group, on that poll group's reactor.
+    fn poll_group_create(
+        &self,
+        core: &mut PgCore,
+    ) -> Result<Box<dyn TransportPollGroup>, TransportError>;
+    /// Picks the poll group for a new connection. The default picks the least loaded one.
+    fn choose_poll_group(&self, admin: bool, loads: &[PollGroupLoad]) -> usize {
+        loads
+            .iter()
+            .min_by_key(|l| if admin { l.admin_qpairs } else { l.io_qpairs })
+            .map_or(0, |l| l.index)
+    }
+    /// Stops everything the transport runs outside poll groups (acceptors, listeners).
+    fn destroy(&self);
+    /// Transport-level statistics (merged into `nvmf_get_stats`).
+    fn stats(&self) -> Value {
+        Value::Null
+    }
+    /// For NVMe transports: the discovery log entry fields for a listener (TRTYPE, ADRFAM,
+    /// TREQ, TSAS) as `(trtype, adrfam, treq, tsas)`; `None` hides the listener from discovery.
+    fn discovery_entry(&self, _addr: &ListenAddr) -> Option<DiscoveryInfo> {
+        None
+    }
+}
+
+/// What a listener contributes to a discovery log entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiscoveryInfo {
+    /// TRTYPE (1 = RDMA).
+    pub trtype: u8,
+    /// ADRFAM (1 = IPv4, 2 = IPv6, 3 = IB, 4 = FC).
+    pub adrfam: u8,
+    /// TREQ.
+    pub treq: u8,
+    /// Transport-specific address subtype (RDMA: QPTYPE, PRTYPE, CMS).
+    pub tsas: [u8; 3],
+}
+
+/// A transport's state on one reactor: its connections, completion queues and requests.
+pub trait TransportPollGroup: Any {
+    /// Does the transport's I/O work: completions, new commands, completed bdev I/O (handed in
+    /// `completions`, which the transport drains). Returns the amount of work done.
+    fn poll(&mut self, core: &mut PgCore, completions: &mut Vec<Box<BdevIo>>) -> usize;
+    /// Called before the reactor sleeps: re-arm completion notifications and return `true` if
+    /// work arrived meanwhile.
+    fn arm(&mut self, _core: &mut PgCore) -> bool {
+        false
+    }
+    /// Replays a request that [`PgCore::admit`] queued while its subsystem was paused.
+    fn resume_request(&mut self, core: &mut PgCore, token: u64);
+    /// Disconnects every connection bound to a subsystem (it is being stopped). Each reports
+    /// [`PgCore::qpair_removed`] when it is gone.
+    fn disconnect_subsystem(&mut self, core: &mut PgCore, subsystem: u32);
+    /// The namespaces of a subsystem changed (added, removed, replaced) and the subsystem
+    /// resumed on this poll group: NVMe transports raise namespace-attribute-changed events for
+    /// controllers whose admin queue lives here.
+    fn namespaces_changed(&mut self, _core: &mut PgCore, _subsystem: u32, _nsids: &[u32]) {}
+    /// Disconnects the connections of one host of a subsystem (the host was removed).
+    fn disconnect_host(&mut self, _core: &mut PgCore, _subsystem: u32, _host: &str) {}
+    /// Describes the connections on this poll group (all, or those of one subsystem), for
+    /// `nvmf_subsystem_get_qpairs`.
+    fn qpairs(&self, _subsystem: Option<u32>) -> Vec<Value> {
+        Vec::new()
+    }
+    /// Statistics for `nvmf_get_stats` (`{"trtype": .., ...}`).
+    fn stats(&self) -> Value {
+        Value::Null
+    }
+    /// Disconnects everything and releases fabric resources (transport destroy, shutdown).
+    fn shutdown(&mut self, _core: &mut PgCore) {}
+}

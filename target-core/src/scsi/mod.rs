@@ -1,0 +1,240 @@
+//! SCSI logical-unit logic (sans-I/O): what Linux sends to bring a disk up and use it.
+//!
+//! [`execute`] takes a CDB and returns an [`Outcome`]: parameter data written into a
+//! caller-supplied buffer ([`Outcome::DataIn`]), a block-device operation for the exec layer
+//! ([`Outcome::Io`]), plain success, or CHECK CONDITION with [`Sense`] data. Nothing here
+//! performs I/O, takes a lock, or allocates on the READ/WRITE path.
+//!
+//! One file per concern: [`sense`] (status and sense data), [`lun`] (LUN encoding and REPORT
+//! LUNS), [`lu`] (the logical-unit description), `inquiry` (standard INQUIRY and VPD pages),
+//! `mode` (MODE SENSE), `capacity` (READ CAPACITY), [`rw`] (media access, UNMAP parameter
+//! lists), `rsoc` (REPORT SUPPORTED OPERATION CODES).
+//!
+//! ## Data-in lengths
+//!
+//! For commands that return parameter data the device server builds the full data, then
+//! stores `min(allocation length, full length, data_in.len())` bytes and reports that count
+//! in [`Outcome::DataIn`]. Length fields inside the data always describe the full data (for
+//! REPORT LUNS the whole LUN list), as SPC requires, so an initiator can retry with a larger
+//! allocation. The transport compares `len` with the initiator's data-in buffer and reports
+//! the difference as a residual (underflow if shorter, overflow if the buffer was smaller).
+//! Give `data_in` at least `min(allocation length, initiator buffer length)` bytes; 4 KiB
+//! covers everything but a long REPORT LUNS list (8 bytes per LUN + 8).
+
+mod buf;
+mod capacity;
+pub mod cdb;
+mod inquiry;
+pub mod lu;
+pub mod lun;
+mod mode;
+mod rsoc;
+pub mod rw;
+pub mod sense;
+#[cfg(test)]
+mod tests;
+
+pub use inquiry::{PERIPHERAL_NOT_PRESENT, STANDARD_INQUIRY_LEN, SUPPORTED_VPD};
+pub use lu::{LogicalUnit, LuError, NaaId, PROTOCOL_ID_SRP, TargetPort};
+pub use rw::{UnmapDescriptors, UnmapRange, parse_unmap};
+pub use sense::{FIXED_SENSE_LEN, FieldPointer, ScsiStatus, Sense, SenseKey};
+
+use cdb::{Cdb, op};
+
+/// A block-device operation decoded from a CDB, for the exec layer to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScsiIo {
+    /// Read `blocks` blocks at `lba` and send them to the initiator (`blocks` > 0). The
+    /// transport moves `min(blocks * block_size, data-in buffer)` bytes and reports the
+    /// difference as a residual.
+    Read {
+        /// First block.
+        lba: u64,
+        /// Number of blocks.
+        blocks: u32,
+        /// Force unit access: read from the medium, not a volatile cache.
+        fua: bool,
+    },
+    /// Fetch `blocks * block_size` bytes of data-out (exactly what the initiator declared) and
+    /// write them at `lba`.
+    Write {
+        /// First block.
+        lba: u64,
+        /// Number of blocks.
+        blocks: u32,
+        /// Force unit access: the data must be durable before GOOD is returned.
+        fua: bool,
+    },
+    /// Make cached writes durable (`blocks` = 0 means through the end of the LU).
+    Flush {
+        /// First block of the range.
+        lba: u64,
+        /// Number of blocks.
+        blocks: u32,
+    },
+    /// Fetch `param_len` bytes of data-out (the UNMAP parameter list), check them with
+    /// [`parse_unmap`], then deallocate the ranges.
+    Unmap {
+        /// Bytes of parameter data to fetch (the smaller of the CDB's PARAMETER LIST LENGTH
+        /// and the initiator's data-out buffer).
+        param_len: u32,
+    },
+    /// Write one block pattern over `blocks` blocks at `lba`. Unless `ndob`, the pattern is one
+    /// block of data-out. With `unmap`, the blocks may instead be deallocated when the pattern
+    /// is all zeros (and the LU reads unmapped blocks as zeros); otherwise the pattern is
+    /// written.
+    WriteSame {
+        /// First block.
+        lba: u64,
+        /// Number of blocks (> 0).
+        blocks: u32,
+        /// UNMAP bit.
+        unmap: bool,
+        /// No data-out buffer: the pattern is zeros.
+        ndob: bool,
+    },
+}
+
+impl ScsiIo {
+    /// Bytes of data-out to fetch from the initiator before the operation can run.
+    pub fn data_out_len(&self, block_size: u32) -> u64 {
+        match *self {
+            ScsiIo::Write { blocks, .. } => u64::from(blocks) * u64::from(block_size),
+            ScsiIo::Unmap { param_len } => u64::from(param_len),
+            ScsiIo::WriteSame { ndob: false, .. } => u64::from(block_size),
+            _ => 0,
+        }
+    }
+
+    /// Bytes of data-in the operation produces.
+    pub fn data_in_len(&self, block_size: u32) -> u64 {
+        match *self {
+            ScsiIo::Read { blocks, .. } => u64::from(blocks) * u64::from(block_size),
+            _ => 0,
+        }
+    }
+}
+
+/// What the device server decided about one command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// GOOD status, no data.
+    Good,
+    /// GOOD status with `len` bytes of parameter data stored at the start of `data_in`.
+    DataIn {
+        /// Bytes to send to the initiator.
+        len: u32,
+    },
+    /// A block-device operation to run; its result gives the status.
+    Io(ScsiIo),
+    /// CHECK CONDITION with this sense data.
+    CheckCondition(Sense),
+}
+
+/// One command as the transport received it.
+#[derive(Clone, Copy, Debug)]
+pub struct Command<'a> {
+    /// The CDB (SRP carries 16 bytes; shorter CDBs may be padded).
+    pub cdb: &'a [u8],
+    /// Bytes of data-out the initiator declared (the SRP data-out descriptor length).
+    pub data_out_len: u32,
+}
+
+/// What the device server needs from the target side: the port the command came through and
+/// the LUNs visible on this I_T nexus.
+#[derive(Clone, Copy, Debug)]
+pub struct TargetContext<'a> {
+    /// The target port (VPD 0x83 target-port designators).
+    pub port: &'a TargetPort,
+    /// Visible LUNs, sorted ascending, without duplicates (REPORT LUNS).
+    pub luns: &'a [u16],
+}
+
+/// Runs the device server for one command.
+///
+/// `lu` is the logical unit the LUN designates, or `None` if no LU is mapped there: INQUIRY
+/// then answers with peripheral qualifier 3 / type 0x1F, REPORT LUNS and REQUEST SENSE work,
+/// and everything else fails with ILLEGAL REQUEST / LOGICAL UNIT NOT SUPPORTED.
+/// Parameter data goes into `data_in` (see the module documentation for lengths).
+pub fn execute(
+    lu: Option<&LogicalUnit>,
+    ctx: &TargetContext<'_>,
+    cmd: &Command<'_>,
+    data_in: &mut [u8],
+) -> Outcome {
+    let Some(&opcode) = cmd.cdb.first() else {
+        return Outcome::CheckCondition(Sense::invalid_opcode());
+    };
+    let Some((cdb, _)) = Cdb::new(cmd.cdb) else {
+        // Unknown group (variable-length, vendor specific) or a truncated CDB.
+        return match cdb::cdb_len(opcode) {
+            Some(_) => Outcome::CheckCondition(Sense::invalid_field_in_cdb(0, None)),
+            None if lu.is_none() => Outcome::CheckCondition(Sense::lun_not_supported()),
+            None => Outcome::CheckCondition(Sense::invalid_opcode()),
+        };
+    };
+    // Commands that work without a logical unit.
+    match opcode {
+        op::INQUIRY => return checked(&cdb, |c| inquiry::inquiry(c, lu, ctx.port, data_in)),
+        op::REPORT_LUNS => return checked(&cdb, |c| lun::report_luns(c, ctx.luns, data_in)),
+        op::REQUEST_SENSE => return checked(&cdb, |c| request_sense(c, lu, data_in)),
+        _ => {}
+    }
+    let Some(lu) = lu else {
+        return Outcome::CheckCondition(Sense::lun_not_supported());
+    };
+    checked(&cdb, |c| match opcode {
+        op::TEST_UNIT_READY => Outcome::Good,
+        op::START_STOP_UNIT => Outcome::Good,
+        op::READ_6 | op::READ_10 | op::READ_12 | op::READ_16 => {
+            rw::read_write(c, lu, cmd.data_out_len)
+        }
+        op::WRITE_6 | op::WRITE_10 | op::WRITE_12 | op::WRITE_16 => {
+            rw::read_write(c, lu, cmd.data_out_len)
+        }
+        op::VERIFY_10 | op::VERIFY_16 => rw::verify(c, lu),
+        op::SYNCHRONIZE_CACHE_10 | op::SYNCHRONIZE_CACHE_16 => rw::sync_cache(c, lu),
+        op::WRITE_SAME_10 | op::WRITE_SAME_16 => rw::write_same(c, lu, cmd.data_out_len),
+        op::UNMAP => rw::unmap(c, lu, cmd.data_out_len),
+        op::READ_CAPACITY_10 => capacity::read_capacity_10(c, lu, data_in),
+        op::SERVICE_ACTION_IN_16 => match c.u8(1) & 0x1F {
+            op::SA_READ_CAPACITY_16 => capacity::read_capacity_16(c, lu, data_in),
+            _ => Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4))),
+        },
+        op::MAINTENANCE_IN => match c.u8(1) & 0x1F {
+            op::SA_REPORT_SUPPORTED_OPCODES => rsoc::report_supported_opcodes(c, lu, data_in),
+            _ => Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4))),
+        },
+        op::MODE_SENSE_6 | op::MODE_SENSE_10 => mode::mode_sense(c, lu, data_in),
+        _ => Outcome::CheckCondition(Sense::invalid_opcode()),
+    })
+}
+
+/// Rejects CONTROL bytes asking for NACA (ACA is not supported), then runs `f`.
+fn checked(cdb: &Cdb<'_>, f: impl FnOnce(&Cdb<'_>) -> Outcome) -> Outcome {
+    if cdb.control() & 0x04 != 0 {
+        let byte = u16::try_from(cdb.len() - 1).unwrap_or(0);
+        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(byte, Some(2)));
+    }
+    f(cdb)
+}
+
+/// REQUEST SENSE (SPC-4 6.39). Sense is delivered with each SRP_RSP (autosense), so nothing is
+/// ever pending: NO SENSE, or LOGICAL UNIT NOT SUPPORTED for a LUN without an LU (with GOOD
+/// status, as SPC-4 requires for REQUEST SENSE).
+fn request_sense(cdb: &Cdb<'_>, lu: Option<&LogicalUnit>, data_in: &mut [u8]) -> Outcome {
+    let desc = cdb.bit(1, 0);
+    let sense = if lu.is_some() {
+        Sense::no_sense()
+    } else {
+        Sense::lun_not_supported()
+    };
+    let mut w = buf::DataIn::new(data_in, u32::from(cdb.u8(4)));
+    if desc {
+        let (b, n) = sense.to_descriptor();
+        w.put(b.get(..n).unwrap_or(&b));
+    } else {
+        w.put(&sense.to_fixed());
+    }
+    Outcome::DataIn { len: w.finish() }
+}

@@ -1,0 +1,1003 @@
+//! The target: subsystems, transports and poll groups, and every management operation on them.
+//!
+//! Operations that touch the data path go through the subsystem state machine ([`state`]):
+//! they queue per subsystem, pause what they affect on every poll group, apply the change, and
+//! resume. They are `async` and finish when every poll group has done its part.
+
+mod error;
+mod poll_group;
+mod state;
+mod subsystem;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+
+pub use error::CoreError;
+pub use poll_group::{
+    Admission, AdmitKind, NsGroup, NsInfo, PgCore, PgStats, PollGroup, TAG_MASK, with_poll_group,
+    with_transport_pg,
+};
+pub use state::{PauseScope, SubsystemState};
+pub use subsystem::{
+    AdrFam, ControllerInfo, DEFAULT_MAX_NAMESPACES, DEFAULT_MODEL, DEFAULT_SERIAL, DISCOVERY_NQN,
+    ListenAddr, MAX_LISTENERS, Namespace, Subsystem, SubsystemConfig, SubsystemType,
+    validate_ascii_field, validate_nqn,
+};
+
+use crate::bdev::{BdevRegistry, Claim};
+use crate::reactor::{PollStatus, Reactors};
+use crate::registry::{self, PollGroupLoad, Transport, TransportContext, TransportParams};
+use state::Change;
+
+/// Subsystems the target holds unless `nvmf_set_max_subsystems` says otherwise.
+pub const DEFAULT_MAX_SUBSYSTEMS: u32 = 1024;
+
+/// Connection counts of one poll group, readable by acceptors on other reactors.
+#[derive(Debug, Default)]
+pub(crate) struct PgLoad {
+    pub admin: AtomicUsize,
+    pub io: AtomicUsize,
+}
+
+struct TransportSlot {
+    name: &'static str,
+    transport: Option<Arc<dyn Transport>>,
+    listeners: Vec<(ListenAddr, usize)>,
+}
+
+#[derive(Default)]
+struct Inner {
+    subsystems: BTreeMap<String, Arc<Subsystem>>,
+    ids: Vec<bool>,
+    transports: Vec<Option<TransportSlot>>,
+}
+
+/// Target-wide settings (SPDK's STARTUP-time `nvmf_set_config` and friends).
+#[derive(Debug, Clone)]
+pub struct TargetSettings {
+    /// Most subsystems, discovery included.
+    pub max_subsystems: u32,
+    /// Whether `nvmf_set_max_subsystems` was called (SPDK allows it once).
+    pub max_subsystems_set: bool,
+    /// The `nvmf_set_config` parameters in effect, as given (replayed by save_config).
+    pub nvmf_config: serde_json::Map<String, Value>,
+    /// Command retry delay times (100 ms units).
+    pub crdt: [u16; 3],
+}
+
+impl Default for TargetSettings {
+    fn default() -> Self {
+        Self {
+            max_subsystems: DEFAULT_MAX_SUBSYSTEMS,
+            max_subsystems_set: false,
+            nvmf_config: serde_json::Map::new(),
+            crdt: [0; 3],
+        }
+    }
+}
+
+/// Parameters of a new subsystem.
+#[derive(Debug, Clone)]
+pub struct SubsystemParams {
+    /// NQN.
+    pub nqn: String,
+    /// Serial number (default twenty zeroes).
+    pub serial: Option<String>,
+    /// Model number.
+    pub model: Option<String>,
+    /// Highest NSID (0 = 32).
+    pub max_namespaces: u32,
+    /// Accept any host.
+    pub allow_any_host: bool,
+    /// ANA reporting.
+    pub ana_reporting: bool,
+    /// Lowest controller id.
+    pub min_cntlid: u16,
+    /// Highest controller id.
+    pub max_cntlid: u16,
+    /// SRP target port id (id_ext, ioc_guid) if set explicitly.
+    pub srp_port_id: Option<(u64, u64)>,
+}
+
+impl SubsystemParams {
+    /// Defaults for an NQN.
+    pub fn new(nqn: &str) -> Self {
+        Self {
+            nqn: nqn.to_string(),
+            serial: None,
+            model: None,
+            max_namespaces: 0,
+            allow_any_host: false,
+            ana_reporting: false,
+            min_cntlid: 1,
+            max_cntlid: 0xffef,
+            srp_port_id: None,
+        }
+    }
+}
+
+/// Parameters of a new namespace.
+#[derive(Debug, Clone, Default)]
+pub struct NsParams {
+    /// The bdev to export.
+    pub bdev_name: String,
+    /// Requested NSID (0 = the lowest free one).
+    pub nsid: u32,
+    /// NGUID (default: the UUID's bytes).
+    pub nguid: Option<[u8; 16]>,
+    /// EUI-64.
+    pub eui64: Option<[u8; 8]>,
+    /// UUID (default: the bdev's).
+    pub uuid: Option<uuid::Uuid>,
+    /// ANA group (0 = the NSID).
+    pub anagrpid: u32,
+    /// Hide from hosts until added per host.
+    pub no_auto_visible: bool,
+    /// PTPL file.
+    pub ptpl_file: Option<String>,
+}
+
+/// The storage target.
+pub struct Target {
+    reactors: Reactors,
+    provider: fabric::Provider,
+    bdevs: Arc<BdevRegistry>,
+    pub(crate) loads: Vec<PgLoad>,
+    inner: Mutex<Inner>,
+    settings: Mutex<TargetSettings>,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Target").finish_non_exhaustive()
+    }
+}
+
+fn not_found(nqn: &str) -> CoreError {
+    CoreError::NotFound(format!("Subsystem with NQN '{nqn}' not found"))
+}
+
+impl Target {
+    /// Creates the target: a poll group on every reactor and the discovery subsystem. RDMA
+    /// transports will open `provider` (real RDMA, or the in-process simulation).
+    pub fn start(
+        reactors: Reactors,
+        bdevs: Arc<BdevRegistry>,
+        provider: fabric::Provider,
+    ) -> Result<Arc<Self>, CoreError> {
+        let target = Arc::new(Self {
+            provider,
+            loads: (0..reactors.len()).map(|_| PgLoad::default()).collect(),
+            reactors: reactors.clone(),
+            bdevs,
+            inner: Mutex::new(Inner::default()),
+            settings: Mutex::new(TargetSettings::default()),
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = Arc::clone(&target);
+        reactors
+            .for_each_reactor(
+                move |ctx| {
+                    ctx.set_local(PollGroup::new(ctx.index(), Arc::clone(&t)));
+                    ctx.poller("nvmf_poll_group")
+                        .arm(|ctx| with_poll_group(ctx, |pg| pg.arm()).unwrap_or(false))
+                        .register(|ctx| {
+                            PollStatus::from_count(
+                                with_poll_group(ctx, |pg| pg.poll()).unwrap_or(0),
+                            )
+                        });
+                },
+                move |_| {
+                    let _ = tx.send(());
+                },
+            )
+            .map_err(|e| CoreError::Internal(format!("cannot start poll groups: {e}")))?;
+        rx.recv_timeout(Duration::from_secs(30))
+            .map_err(|_| CoreError::Internal("poll groups did not start".into()))?;
+
+        let mut p = SubsystemParams::new(DISCOVERY_NQN);
+        p.allow_any_host = true;
+        let sub = target.insert_subsystem(&p, SubsystemType::Discovery)?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        state::submit(
+            &target,
+            &sub,
+            Change::Activate,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.recv_timeout(Duration::from_secs(30))
+            .map_err(|_| CoreError::Internal("discovery subsystem did not start".into()))??;
+        Ok(target)
+    }
+
+    /// The reactors.
+    pub fn reactors(&self) -> &Reactors {
+        &self.reactors
+    }
+
+    /// The fabric provider RDMA transports use.
+    pub fn provider(&self) -> &fabric::Provider {
+        &self.provider
+    }
+
+    /// The bdevs.
+    pub fn bdevs(&self) -> &Arc<BdevRegistry> {
+        &self.bdevs
+    }
+
+    /// Target-wide settings.
+    pub fn settings(&self) -> TargetSettings {
+        self.settings.lock().clone()
+    }
+
+    /// Changes target-wide settings.
+    pub fn update_settings<R>(&self, f: impl FnOnce(&mut TargetSettings) -> R) -> R {
+        f(&mut self.settings.lock())
+    }
+
+    /// Connection counts per poll group, for choosing where a new connection goes.
+    pub fn loads(&self) -> Vec<PollGroupLoad> {
+        self.loads
+            .iter()
+            .enumerate()
+            .map(|(index, l)| PollGroupLoad {
+                index,
+                admin_qpairs: l.admin.load(Ordering::Relaxed),
+                io_qpairs: l.io.load(Ordering::Relaxed),
+            })
+            .collect()
+    }
+
+    async fn change(
+        self: &Arc<Self>,
+        sub: &Arc<Subsystem>,
+        change: Change,
+    ) -> Result<u32, CoreError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        state::submit(
+            self,
+            sub,
+            change,
+            Box::new(move |r| {
+                let _ = tx.send(r);
+            }),
+        );
+        rx.await
+            .map_err(|_| CoreError::Internal("the target is shutting down".into()))?
+    }
+
+    // ----- transports -----
+
+    /// Creates a transport by registered name and gives it a poll group on every reactor.
+    pub async fn create_transport(
+        self: &Arc<Self>,
+        name: &str,
+        params: &TransportParams,
+    ) -> Result<(), CoreError> {
+        let ops = registry::find(name)
+            .ok_or_else(|| CoreError::Invalid(format!("Invalid transport type '{name}'")))?;
+        let index = {
+            let mut inner = self.inner.lock();
+            if inner
+                .transports
+                .iter()
+                .flatten()
+                .any(|s| s.name == ops.name)
+            {
+                return Err(CoreError::Exists(format!(
+                    "Transport type '{}' already exists",
+                    ops.name
+                )));
+            }
+            let slot = TransportSlot {
+                name: ops.name,
+                transport: None,
+                listeners: Vec::new(),
+            };
+            match inner.transports.iter().position(Option::is_none) {
+                Some(i) => {
+                    inner.transports[i] = Some(slot);
+                    i
+                }
+                None => {
+                    inner.transports.push(Some(slot));
+                    inner.transports.len() - 1
+                }
+            }
+        };
+        let ctx = TransportContext {
+            target: Arc::downgrade(self),
+            reactors: self.reactors.clone(),
+            provider: self.provider.clone(),
+            index,
+        };
+        let transport = match (ops.create)(ctx, params) {
+            Ok(t) => t,
+            Err(e) => {
+                self.inner.lock().transports[index] = None;
+                return Err(CoreError::Transport(format!(
+                    "Transport type '{}' create failed: {e}",
+                    ops.name
+                )));
+            }
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let t = Arc::clone(&transport);
+        let sent = self.reactors.for_each_reactor_async::<CoreError>(
+            move |ctx, step| {
+                let r = with_poll_group(ctx, |pg| match t.poll_group_create(pg.core()) {
+                    Ok(tpg) => {
+                        pg.add_transport(index, tpg);
+                        Ok(())
+                    }
+                    Err(e) => Err(CoreError::Transport(e.to_string())),
+                });
+                step.next(r.unwrap_or(Ok(())));
+            },
+            move |_, res| {
+                let _ = tx.send(res);
+            },
+        );
+        let res = match sent {
+            Ok(()) => rx
+                .await
+                .unwrap_or_else(|_| Err(CoreError::Internal("reactors stopped".into()))),
+            Err(e) => Err(CoreError::Internal(e.to_string())),
+        };
+        if let Err(e) = res {
+            self.remove_transport_pgs(index).await;
+            transport.destroy();
+            self.inner.lock().transports[index] = None;
+            return Err(CoreError::Transport(format!(
+                "Failed to add transport to tgt.({e})"
+            )));
+        }
+        tracing::info!("transport {} created", ops.name);
+        if let Some(slot) = self.inner.lock().transports[index].as_mut() {
+            slot.transport = Some(transport);
+        }
+        Ok(())
+    }
+
+    async fn remove_transport_pgs(self: &Arc<Self>, index: usize) {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let sent = self.reactors.for_each_reactor(
+            move |ctx| {
+                with_poll_group(ctx, |pg| pg.remove_transport(index));
+            },
+            move |_| {
+                let _ = tx.send(());
+            },
+        );
+        if sent.is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// The transports, in creation order.
+    pub fn transports(&self) -> Vec<Arc<dyn Transport>> {
+        self.inner
+            .lock()
+            .transports
+            .iter()
+            .flatten()
+            .filter_map(|s| s.transport.clone())
+            .collect()
+    }
+
+    /// A transport by name (ignoring case), with its index.
+    pub fn transport(&self, name: &str) -> Option<(usize, Arc<dyn Transport>)> {
+        self.inner
+            .lock()
+            .transports
+            .iter()
+            .enumerate()
+            .find_map(|(i, s)| {
+                let s = s.as_ref()?;
+                (s.name.eq_ignore_ascii_case(name))
+                    .then(|| s.transport.clone().map(|t| (i, t)))
+                    .flatten()
+            })
+    }
+
+    fn ref_listener(&self, addr: &ListenAddr) -> Result<(), CoreError> {
+        let mut inner = self.inner.lock();
+        let slot = inner
+            .transports
+            .iter_mut()
+            .flatten()
+            .find(|s| s.name.eq_ignore_ascii_case(&addr.trtype) && s.transport.is_some())
+            .ok_or_else(|| {
+                CoreError::Invalid(format!(
+                    "Unable to find {} transport; create it with nvmf_create_transport first",
+                    addr.trtype
+                ))
+            })?;
+        if let Some((_, n)) = slot.listeners.iter_mut().find(|(a, _)| a == addr) {
+            *n += 1;
+            return Ok(());
+        }
+        let t = slot.transport.clone().expect("checked");
+        t.listen(addr)
+            .map_err(|e| CoreError::Transport(format!("cannot listen on {addr}: {e}")))?;
+        tracing::info!("listening on {addr}");
+        slot.listeners.push((addr.clone(), 1));
+        Ok(())
+    }
+
+    fn unref_listener(&self, addr: &ListenAddr) {
+        let mut inner = self.inner.lock();
+        let Some(slot) = inner
+            .transports
+            .iter_mut()
+            .flatten()
+            .find(|s| s.name.eq_ignore_ascii_case(&addr.trtype))
+        else {
+            return;
+        };
+        let Some(pos) = slot.listeners.iter().position(|(a, _)| a == addr) else {
+            return;
+        };
+        slot.listeners[pos].1 -= 1;
+        if slot.listeners[pos].1 == 0 {
+            slot.listeners.remove(pos);
+            if let Some(t) = &slot.transport {
+                match t.stop_listen(addr) {
+                    Ok(()) => tracing::info!("stopped listening on {addr}"),
+                    Err(e) => tracing::warn!("stop listening on {addr}: {e}"),
+                }
+            }
+        }
+    }
+
+    // ----- subsystems -----
+
+    fn insert_subsystem(
+        &self,
+        p: &SubsystemParams,
+        kind: SubsystemType,
+    ) -> Result<Arc<Subsystem>, CoreError> {
+        let max = self.settings.lock().max_subsystems as usize;
+        let mut inner = self.inner.lock();
+        if inner.subsystems.contains_key(&p.nqn) {
+            return Err(CoreError::Exists(format!(
+                "Unable to create subsystem {}: it already exists",
+                p.nqn
+            )));
+        }
+        let id = match inner.ids.iter().position(|used| !used) {
+            Some(i) => i,
+            None if inner.ids.len() < max => {
+                inner.ids.push(false);
+                inner.ids.len() - 1
+            }
+            None => {
+                return Err(CoreError::NoResources(format!(
+                    "Unable to create subsystem {}: the limit of {max} subsystems is reached",
+                    p.nqn
+                )));
+            }
+        };
+        inner.ids[id] = true;
+        let config = SubsystemConfig {
+            serial: p
+                .serial
+                .clone()
+                .unwrap_or_else(|| DEFAULT_SERIAL.to_string()),
+            model: p.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string()),
+            max_namespaces: p.max_namespaces,
+            allow_any_host: p.allow_any_host,
+            hosts: Vec::new(),
+            listeners: Vec::new(),
+            namespaces: BTreeMap::new(),
+            min_cntlid: p.min_cntlid,
+            max_cntlid: p.max_cntlid,
+            ana_reporting: p.ana_reporting,
+            srp_port_id: p.srp_port_id,
+        };
+        let sub = Arc::new(Subsystem::new(id as u32, p.nqn.clone(), kind, config));
+        inner.subsystems.insert(p.nqn.clone(), Arc::clone(&sub));
+        Ok(sub)
+    }
+
+    fn forget_subsystem(&self, sub: &Subsystem) {
+        let mut inner = self.inner.lock();
+        inner.subsystems.remove(sub.nqn());
+        if let Some(used) = inner.ids.get_mut(sub.id() as usize) {
+            *used = false;
+        }
+    }
+
+    /// Creates and starts an NVM subsystem.
+    pub async fn create_subsystem(
+        self: &Arc<Self>,
+        p: SubsystemParams,
+    ) -> Result<Arc<Subsystem>, CoreError> {
+        validate_nqn(&p.nqn)?;
+        if p.nqn == DISCOVERY_NQN {
+            return Err(CoreError::Exists(format!(
+                "Unable to create subsystem {}: it already exists",
+                p.nqn
+            )));
+        }
+        if let Some(s) = &p.serial {
+            validate_ascii_field("SN", s, 20)?;
+        }
+        if let Some(m) = &p.model {
+            validate_ascii_field("MN", m, 40)?;
+        }
+        if p.min_cntlid == 0 || p.min_cntlid > p.max_cntlid || p.max_cntlid > 0xffef {
+            return Err(CoreError::Invalid(format!(
+                "Invalid cntlid range [{}-{}]",
+                p.min_cntlid, p.max_cntlid
+            )));
+        }
+        let sub = self.insert_subsystem(&p, SubsystemType::Nvme)?;
+        if let Err(e) = self.change(&sub, Change::Activate).await {
+            self.forget_subsystem(&sub);
+            return Err(CoreError::Internal(format!(
+                "Subsystem {} start failed: {e}",
+                p.nqn
+            )));
+        }
+        tracing::info!("subsystem {} created", p.nqn);
+        Ok(sub)
+    }
+
+    /// Stops a subsystem (disconnecting every host), releases its listeners and bdevs, and
+    /// forgets it.
+    pub async fn delete_subsystem(self: &Arc<Self>, nqn: &str) -> Result<(), CoreError> {
+        let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
+        if sub.kind() == SubsystemType::Discovery {
+            return Err(CoreError::Invalid(
+                "the discovery subsystem cannot be deleted".into(),
+            ));
+        }
+        if sub.destroying.swap(true, Ordering::AcqRel) {
+            return Err(CoreError::State(
+                "Subsystem is already being destroyed.".into(),
+            ));
+        }
+        self.change(&sub, Change::Deactivate).await?;
+        let cfg = sub.config();
+        for l in &cfg.listeners {
+            self.unref_listener(l);
+        }
+        for ns in cfg.namespaces.values() {
+            self.bdevs.release(&ns.bdev_name);
+        }
+        self.forget_subsystem(&sub);
+        tracing::info!("subsystem {nqn} deleted");
+        Ok(())
+    }
+
+    /// A subsystem by NQN.
+    pub fn subsystem(&self, nqn: &str) -> Option<Arc<Subsystem>> {
+        self.inner.lock().subsystems.get(nqn).cloned()
+    }
+
+    /// A subsystem by id.
+    pub fn subsystem_by_id(&self, id: u32) -> Option<Arc<Subsystem>> {
+        self.inner
+            .lock()
+            .subsystems
+            .values()
+            .find(|s| s.id() == id)
+            .cloned()
+    }
+
+    /// Every subsystem, sorted by NQN (byte-wise), the discovery subsystem included.
+    pub fn subsystems(&self) -> Vec<Arc<Subsystem>> {
+        self.inner.lock().subsystems.values().cloned().collect()
+    }
+
+    // ----- listeners -----
+
+    /// Adds a listener to a subsystem (starting the transport listener if it is new).
+    pub async fn add_listener(
+        self: &Arc<Self>,
+        nqn: &str,
+        addr: ListenAddr,
+    ) -> Result<(), CoreError> {
+        let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
+        let t = Arc::clone(self);
+        let nqn = nqn.to_string();
+        let f = Box::new(move |s: &Arc<Subsystem>| {
+            {
+                let c = s.config.read();
+                if c.listeners.contains(&addr) {
+                    return Err(CoreError::Exists(format!(
+                        "Listener {addr} already exists on subsystem {nqn}"
+                    )));
+                }
+                if c.listeners.len() >= MAX_LISTENERS {
+                    return Err(CoreError::NoResources(format!(
+                        "subsystem {nqn} has the maximum of {MAX_LISTENERS} listeners"
+                    )));
+                }
+            }
+            t.ref_listener(&addr)?;
+            s.config.write().listeners.push(addr.clone());
+            let undo: state::UndoFn = Box::new(move |s: &Arc<Subsystem>| {
+                s.config.write().listeners.retain(|l| *l != addr);
+                t.unref_listener(&addr);
+            });
+            Ok((0, Some(undo)))
+        });
+        self.change(
+            &sub,
+            Change::Modify {
+                scope: PauseScope::Admin,
+                f,
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Removes a listener from a subsystem (stopping the transport listener when unused).
+    pub async fn remove_listener(
+        self: &Arc<Self>,
+        nqn: &str,
+        addr: ListenAddr,
+    ) -> Result<(), CoreError> {
+        let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
+        let t = Arc::clone(self);
+        let nqn = nqn.to_string();
+        let f = Box::new(move |s: &Arc<Subsystem>| {
+            let removed = {
+                let mut c = s.config.write();
+                let before = c.listeners.len();
+                c.listeners.retain(|l| *l != addr);
+                before != c.listeners.len()
+            };
+            if !removed {
+                return Err(CoreError::NotFound(format!(
+                    "Listener {addr} not found on subsystem {nqn}"
+                )));
+            }
+            t.unref_listener(&addr);
+            Ok((0, None))
+        });
+        self.change(
+            &sub,
+            Change::Modify {
+                scope: PauseScope::Admin,
+                f,
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+
+    // ----- namespaces -----
+
+    /// Exports a bdev as a namespace; returns the NSID.
+    pub async fn add_namespace(self: &Arc<Self>, nqn: &str, p: NsParams) -> Result<u32, CoreError> {
+        let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
+        if sub.kind() == SubsystemType::Discovery {
+            return Err(CoreError::Invalid(
+                "the discovery subsystem has no namespaces".into(),
+            ));
+        }
+        let limit = sub.with_config(|c| c.ns_limit());
+        if p.nsid == u32::MAX || p.nsid > limit {
+            return Err(CoreError::Invalid(format!(
+                "Invalid NSID {} (subsystem {nqn} allows 1-{limit})",
+                p.nsid
+            )));
+        }
+        let bdev = self.bdevs.claim(
+            &p.bdev_name,
+            Claim {
+                module: "nvmf".into(),
+                holder: nqn.to_string(),
+            },
+        )?;
+        let scope = if p.nsid == 0 {
+            PauseScope::Admin
+        } else {
+            PauseScope::Namespace(p.nsid)
+        };
+        let nqn_s = nqn.to_string();
+        let pp = p.clone();
+        let f = Box::new(move |s: &Arc<Subsystem>| {
+            let mut c = s.config.write();
+            let nsid = if pp.nsid == 0 {
+                (1..=c.ns_limit())
+                    .find(|n| !c.namespaces.contains_key(n))
+                    .ok_or_else(|| {
+                        CoreError::NoResources(format!("subsystem {nqn_s} has no free NSID"))
+                    })?
+            } else if c.namespaces.contains_key(&pp.nsid) {
+                return Err(CoreError::Exists(format!(
+                    "Requested NSID {} already in use in subsystem {nqn_s}",
+                    pp.nsid
+                )));
+            } else {
+                pp.nsid
+            };
+            let uuid = pp.uuid.unwrap_or_else(|| bdev.uuid());
+            if c.namespaces.values().any(|n| n.uuid == uuid) {
+                return Err(CoreError::Exists(format!(
+                    "a namespace with UUID {uuid} already exists in subsystem {nqn_s}"
+                )));
+            }
+            c.namespaces.insert(
+                nsid,
+                Namespace {
+                    nsid,
+                    bdev_name: pp.bdev_name.clone(),
+                    bdev: Arc::clone(&bdev),
+                    uuid,
+                    nguid: pp.nguid.unwrap_or(*uuid.as_bytes()),
+                    eui64: pp.eui64,
+                    anagrpid: if pp.anagrpid == 0 { nsid } else { pp.anagrpid },
+                    no_auto_visible: pp.no_auto_visible,
+                    ptpl_file: pp.ptpl_file.clone(),
+                },
+            );
+            s.ns_generation.fetch_add(1, Ordering::AcqRel);
+            let undo: state::UndoFn = Box::new(move |s: &Arc<Subsystem>| {
+                s.config.write().namespaces.remove(&nsid);
+                s.ns_generation.fetch_add(1, Ordering::AcqRel);
+            });
+            Ok((nsid, Some(undo)))
+        });
+        match self.change(&sub, Change::Modify { scope, f }).await {
+            Ok(nsid) => {
+                tracing::info!("subsystem {nqn}: namespace {nsid} is bdev {}", p.bdev_name);
+                Ok(nsid)
+            }
+            Err(e) => {
+                self.bdevs.release(&p.bdev_name);
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes a namespace (after draining its I/O) and releases its bdev.
+    pub async fn remove_namespace(self: &Arc<Self>, nqn: &str, nsid: u32) -> Result<(), CoreError> {
+        let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
+        let bdevs = Arc::clone(&self.bdevs);
+        let nqn_s = nqn.to_string();
+        let f = Box::new(move |s: &Arc<Subsystem>| {
+            let ns = s.config.write().namespaces.remove(&nsid).ok_or_else(|| {
+                CoreError::NotFound(format!("Namespace {nsid} not found in subsystem {nqn_s}"))
+            })?;
+            s.ns_generation.fetch_add(1, Ordering::AcqRel);
+            bdevs.release(&ns.bdev_name);
+            Ok((0, None))
+        });
+        self.change(
+            &sub,
+            Change::Modify {
+                scope: PauseScope::Namespace(nsid),
+                f,
+            },
+        )
+        .await
+        .map(|_| ())
+    }
+
+    /// Removes every namespace backed by a bdev (the bdev is being deleted).
+    pub async fn remove_bdev_namespaces(
+        self: &Arc<Self>,
+        bdev_name: &str,
+    ) -> Result<(), CoreError> {
+        for sub in self.subsystems() {
+            let nsids: Vec<u32> = sub.with_config(|c| {
+                c.namespaces
+                    .values()
+                    .filter(|n| n.bdev_name == bdev_name)
+                    .map(|n| n.nsid)
+                    .collect()
+            });
+            for nsid in nsids {
+                self.remove_namespace(sub.nqn(), nsid).await?;
+            }
+        }
+        Ok(())
+    }
+
+    // ----- hosts -----
+
+    /// Allows a host (NVMe host NQN or SRP initiator port id).
+    pub fn add_host(&self, nqn: &str, host: &str) -> Result<(), CoreError> {
+        let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
+        if host.is_empty() || host.len() > 223 {
+            return Err(CoreError::Invalid(format!("invalid host '{host}'")));
+        }
+        let mut c = sub.config.write();
+        if c.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+            return Err(CoreError::Exists(format!(
+                "Host {host} is already allowed on subsystem {nqn}"
+            )));
+        }
+        c.hosts.push(host.to_string());
+        Ok(())
+    }
+
+    /// Disallows a host and disconnects its connections to the subsystem.
+    pub async fn remove_host(self: &Arc<Self>, nqn: &str, host: &str) -> Result<(), CoreError> {
+        let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
+        {
+            let mut c = sub.config.write();
+            let before = c.hosts.len();
+            c.hosts.retain(|h| !h.eq_ignore_ascii_case(host));
+            if before == c.hosts.len() {
+                return Err(CoreError::NotFound(format!(
+                    "Host {host} is not allowed on subsystem {nqn}"
+                )));
+            }
+        }
+        self.disconnect_host(&sub, host).await;
+        Ok(())
+    }
+
+    async fn disconnect_host(self: &Arc<Self>, sub: &Arc<Subsystem>, host: &str) {
+        if sub.with_config(|c| c.host_allowed(host)) {
+            return;
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let (id, host) = (sub.id(), host.to_string());
+        let sent = self.reactors.for_each_reactor(
+            move |ctx| {
+                with_poll_group(ctx, |pg| pg.disconnect_host(id, &host));
+            },
+            move |_| {
+                let _ = tx.send(());
+            },
+        );
+        if sent.is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    /// Sets whether any host may connect. Existing connections stay, as in SPDK.
+    pub async fn allow_any_host(self: &Arc<Self>, nqn: &str, allow: bool) -> Result<(), CoreError> {
+        let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
+        sub.config.write().allow_any_host = allow;
+        Ok(())
+    }
+
+    // ----- pause / resume -----
+
+    /// Pauses a subsystem (all namespaces, or one): new commands queue, and this returns once
+    /// every poll group has drained what was outstanding.
+    pub async fn pause(self: &Arc<Self>, nqn: &str, nsid: Option<u32>) -> Result<(), CoreError> {
+        let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
+        let scope = match nsid {
+            None => PauseScope::All,
+            Some(n) => {
+                if !sub.with_config(|c| c.namespaces.contains_key(&n)) {
+                    return Err(CoreError::NotFound(format!(
+                        "Namespace {n} not found in subsystem {nqn}"
+                    )));
+                }
+                PauseScope::Namespace(n)
+            }
+        };
+        self.change(&sub, Change::Pause { scope, user: true })
+            .await?;
+        tracing::info!("subsystem {nqn} paused");
+        Ok(())
+    }
+
+    /// Resumes a paused subsystem, replaying what queued meanwhile.
+    pub async fn resume(self: &Arc<Self>, nqn: &str) -> Result<(), CoreError> {
+        let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
+        self.change(&sub, Change::Resume { user: true }).await?;
+        tracing::info!("subsystem {nqn} resumed");
+        Ok(())
+    }
+
+    // ----- queries -----
+
+    /// Runs `f` on every poll group and collects the results in reactor order.
+    pub async fn gather<R: Send + 'static>(
+        self: &Arc<Self>,
+        f: impl Fn(&mut PollGroup) -> R + Send + Sync + 'static,
+    ) -> Vec<R> {
+        let out = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let o = Arc::clone(&out);
+        let sent = self.reactors.for_each_reactor(
+            move |ctx| {
+                if let Some(r) = with_poll_group(ctx, &f) {
+                    o.lock().push(r);
+                }
+            },
+            move |_| {
+                let _ = tx.send(());
+            },
+        );
+        if sent.is_ok() {
+            let _ = rx.await;
+        }
+        std::mem::take(&mut *out.lock())
+    }
+
+    /// The connections of a subsystem on every poll group (`nvmf_subsystem_get_qpairs`).
+    pub async fn qpairs(self: &Arc<Self>, nqn: &str) -> Result<Vec<Value>, CoreError> {
+        let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
+        let id = sub.id();
+        let per_pg = self
+            .gather(move |pg| {
+                pg.transports()
+                    .flat_map(|t| t.qpairs(Some(id)))
+                    .collect::<Vec<_>>()
+            })
+            .await;
+        Ok(per_pg.into_iter().flatten().collect())
+    }
+
+    /// `nvmf_get_stats`.
+    pub async fn stats(self: &Arc<Self>) -> Value {
+        let groups = self
+            .gather(|pg| {
+                let transports: Vec<Value> = pg.transports().map(|t| t.stats()).collect();
+                let core = pg.core();
+                let s = core.stats();
+                json!({
+                    "name": format!("nvmf_tgt_poll_group_{:03}", core.index()),
+                    "admin_qpairs": s.admin_qpairs,
+                    "io_qpairs": s.io_qpairs,
+                    "current_admin_qpairs": s.current_admin_qpairs,
+                    "current_io_qpairs": s.current_io_qpairs,
+                    "current_unassociated_qpairs": s.current_unassociated_qpairs,
+                    "pending_bdev_io": s.pending_bdev_io,
+                    "completed_nvme_io": s.completed_nvme_io,
+                    "transports": transports,
+                })
+            })
+            .await;
+        json!({ "tick_rate": 1_000_000_000u64, "poll_groups": groups })
+    }
+
+    // ----- shutdown -----
+
+    /// Stops every subsystem (disconnecting every host), closes every listener and destroys
+    /// every transport. The reactors keep running; stop them afterwards.
+    pub async fn shutdown(self: &Arc<Self>) {
+        for sub in self.subsystems() {
+            if let Err(e) = self.change(&sub, Change::Deactivate).await {
+                tracing::warn!("stopping subsystem {}: {e}", sub.nqn());
+            }
+        }
+        let slots: Vec<(Arc<dyn Transport>, Vec<ListenAddr>)> = {
+            let mut inner = self.inner.lock();
+            inner
+                .transports
+                .iter_mut()
+                .flatten()
+                .filter_map(|s| {
+                    let l = s.listeners.drain(..).map(|(a, _)| a).collect();
+                    s.transport.clone().map(|t| (t, l))
+                })
+                .collect()
+        };
+        for (t, listeners) in &slots {
+            for a in listeners {
+                if let Err(e) = t.stop_listen(a) {
+                    tracing::warn!("stop listening on {a}: {e}");
+                }
+            }
+        }
+        let _ = self.gather(|pg| pg.shutdown_transports()).await;
+        for (t, _) in &slots {
+            t.destroy();
+        }
+        tracing::info!("target stopped");
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,812 @@
+//! A poll group: the per-reactor state of the target. It holds one transport poll group per
+//! transport, the reactor's view of every subsystem (state, namespace I/O channels, outstanding
+//! counters, requests queued while paused), and implements admission: SPDK's
+//! `nvmf_check_subsystem_active`, without locks, on the reactor that owns the connection.
+
+use std::any::Any;
+use std::collections::VecDeque;
+use std::os::fd::RawFd;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::Target;
+use super::error::CoreError;
+use super::state::PauseScope;
+use super::subsystem::{Namespace, Subsystem};
+use crate::bdev::{BdevIo, IoChannel, IoType};
+use crate::reactor::{ReactorCtx, Step};
+use crate::registry::TransportPollGroup;
+
+/// Bits of a bdev I/O tag that belong to the transport; the top 16 name the transport.
+pub const TAG_MASK: u64 = (1 << 48) - 1;
+
+/// A per-poll-group action of the subsystem state machine.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum PgAction {
+    Activate,
+    Deactivate,
+    Pause(PauseScope),
+    Resume,
+}
+
+/// What a namespace looks like to the data path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NsInfo {
+    /// Namespace id.
+    pub nsid: u32,
+    /// The bdev name.
+    pub bdev_name: String,
+    /// Logical block size.
+    pub block_size: u32,
+    /// Number of blocks.
+    pub num_blocks: u64,
+    /// UUID.
+    pub uuid: uuid::Uuid,
+    /// NGUID.
+    pub nguid: [u8; 16],
+    /// EUI-64, if any.
+    pub eui64: Option<[u8; 8]>,
+    /// Volatile write cache present.
+    pub write_cache: bool,
+    /// Unmap supported.
+    pub unmap: bool,
+    /// Write zeroes supported.
+    pub write_zeroes: bool,
+    /// Compare supported.
+    pub compare: bool,
+    /// Writes supported (false for a read-only bdev).
+    pub writable: bool,
+}
+
+impl NsInfo {
+    fn of(ns: &Namespace) -> Self {
+        let b = &ns.bdev;
+        Self {
+            nsid: ns.nsid,
+            bdev_name: ns.bdev_name.clone(),
+            block_size: b.block_size(),
+            num_blocks: b.num_blocks(),
+            uuid: ns.uuid,
+            nguid: ns.nguid,
+            eui64: ns.eui64,
+            write_cache: b.write_cache(),
+            unmap: b.supports(IoType::Unmap),
+            write_zeroes: b.supports(IoType::WriteZeroes),
+            compare: b.supports(IoType::Compare),
+            writable: b.supports(IoType::Write),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    Active,
+    Pausing,
+    Paused,
+}
+
+/// One namespace on one poll group.
+pub struct NsGroup {
+    info: NsInfo,
+    bdev: Arc<dyn crate::bdev::Bdev>,
+    channel: IoChannel,
+    gate: Gate,
+    io_outstanding: u32,
+}
+
+impl NsGroup {
+    /// What the data path needs to know about the namespace.
+    pub fn info(&self) -> &NsInfo {
+        &self.info
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SgState {
+    Active,
+    Pausing,
+    Paused,
+    Inactive,
+}
+
+struct Queued {
+    transport: usize,
+    token: u64,
+}
+
+/// One subsystem on one poll group.
+struct SubsystemGroup {
+    sub: Arc<Subsystem>,
+    state: SgState,
+    mgmt_outstanding: u32,
+    queued: VecDeque<Queued>,
+    ns: Vec<Option<NsGroup>>,
+    pausing_ns: u32,
+    waiter: Option<Step<CoreError>>,
+    qpairs: u32,
+    inflight: u32,
+    generation: u64,
+}
+
+/// Which counter an admitted request holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmitKind {
+    /// Admin / fabrics / management command.
+    Mgmt,
+    /// I/O to a namespace.
+    Io(u32),
+}
+
+/// The answer of [`PgCore::admit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Execute it; call [`PgCore::release`] when it has completed.
+    Go,
+    /// The subsystem or namespace is paused: the request waits in the poll group and
+    /// [`TransportPollGroup::resume_request`] replays it on resume.
+    Queued,
+    /// No such namespace.
+    InvalidNamespace,
+    /// The subsystem is not active on this poll group.
+    Inactive,
+}
+
+/// Counters of a poll group for `nvmf_get_stats`.
+#[derive(Debug, Default, Clone)]
+pub struct PgStats {
+    /// Admin queues ever connected.
+    pub admin_qpairs: u64,
+    /// I/O queues ever connected.
+    pub io_qpairs: u64,
+    /// Admin queues now.
+    pub current_admin_qpairs: u64,
+    /// I/O queues now.
+    pub current_io_qpairs: u64,
+    /// Connections not yet associated with a subsystem.
+    pub current_unassociated_qpairs: u64,
+    /// Bdev I/O in flight.
+    pub pending_bdev_io: u64,
+    /// Commands completed.
+    pub completed_nvme_io: u64,
+}
+
+enum FdOp {
+    Watch(RawFd),
+    Unwatch(RawFd),
+}
+
+/// The target's state on one reactor that transports may use while they poll.
+pub struct PgCore {
+    index: usize,
+    target: Arc<Target>,
+    sgroups: Vec<Option<SubsystemGroup>>,
+    fd_ops: Vec<FdOp>,
+    inflight: usize,
+    stats: PgStats,
+}
+
+impl std::fmt::Debug for PgCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgCore")
+            .field("index", &self.index)
+            .finish()
+    }
+}
+
+impl PgCore {
+    /// The poll group's index (= its reactor's index).
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The target.
+    pub fn target(&self) -> &Arc<Target> {
+        &self.target
+    }
+
+    /// The subsystem with this id, if it is known on this poll group.
+    pub fn subsystem(&self, id: u32) -> Option<&Arc<Subsystem>> {
+        self.sg(id).map(|sg| &sg.sub)
+    }
+
+    /// Statistics, for transports to update.
+    pub fn stats_mut(&mut self) -> &mut PgStats {
+        &mut self.stats
+    }
+
+    /// Statistics.
+    pub fn stats(&self) -> &PgStats {
+        &self.stats
+    }
+
+    fn sg(&self, id: u32) -> Option<&SubsystemGroup> {
+        self.sgroups.get(id as usize).and_then(Option::as_ref)
+    }
+
+    fn sg_mut(&mut self, id: u32) -> Option<&mut SubsystemGroup> {
+        self.sgroups.get_mut(id as usize).and_then(Option::as_mut)
+    }
+
+    /// Decides whether a request may run now. `Go` takes a reference that
+    /// [`PgCore::release`] gives back when the request has completed; `Queued` parks
+    /// `(transport, token)` until the subsystem or namespace resumes.
+    pub fn admit(
+        &mut self,
+        subsystem: u32,
+        kind: AdmitKind,
+        transport: usize,
+        token: u64,
+    ) -> Admission {
+        let Some(sg) = self.sg_mut(subsystem) else {
+            return Admission::Inactive;
+        };
+        if sg.state == SgState::Inactive {
+            return Admission::Inactive;
+        }
+        let go = match kind {
+            AdmitKind::Mgmt => {
+                if sg.state == SgState::Active {
+                    sg.mgmt_outstanding += 1;
+                    true
+                } else {
+                    false
+                }
+            }
+            AdmitKind::Io(nsid) => {
+                let Some(ns) = nsid
+                    .checked_sub(1)
+                    .and_then(|i| sg.ns.get_mut(i as usize))
+                    .and_then(Option::as_mut)
+                else {
+                    return Admission::InvalidNamespace;
+                };
+                if ns.gate == Gate::Active {
+                    ns.io_outstanding += 1;
+                    true
+                } else {
+                    false
+                }
+            }
+        };
+        if go {
+            Admission::Go
+        } else {
+            sg.queued.push_back(Queued { transport, token });
+            Admission::Queued
+        }
+    }
+
+    /// Gives back what a `Go` admission took. When a pause was waiting for this, it completes.
+    pub fn release(&mut self, subsystem: u32, kind: AdmitKind) {
+        let Some(sg) = self.sg_mut(subsystem) else {
+            return;
+        };
+        match kind {
+            AdmitKind::Mgmt => sg.mgmt_outstanding = sg.mgmt_outstanding.saturating_sub(1),
+            AdmitKind::Io(nsid) => {
+                if let Some(ns) = nsid
+                    .checked_sub(1)
+                    .and_then(|i| sg.ns.get_mut(i as usize))
+                    .and_then(Option::as_mut)
+                {
+                    ns.io_outstanding = ns.io_outstanding.saturating_sub(1);
+                }
+            }
+        }
+        if sg.state == SgState::Pausing || sg.pausing_ns > 0 {
+            sg.try_finish_pause();
+        }
+    }
+
+    /// The namespace `nsid` of a subsystem on this poll group.
+    pub fn namespace(&self, subsystem: u32, nsid: u32) -> Option<&NsInfo> {
+        let sg = self.sg(subsystem)?;
+        sg.ns
+            .get(nsid.checked_sub(1)? as usize)?
+            .as_ref()
+            .map(|n| &n.info)
+    }
+
+    /// The active namespaces of a subsystem on this poll group, in NSID order.
+    pub fn namespaces(&self, subsystem: u32) -> impl Iterator<Item = &NsInfo> {
+        self.sg(subsystem)
+            .into_iter()
+            .flat_map(|sg| sg.ns.iter().flatten().map(|n| &n.info))
+    }
+
+    /// Submits a bdev I/O for an admitted request. The transport's 48-bit tag comes back with
+    /// the completion, through [`TransportPollGroup::poll`]. `Err` hands the I/O back when the
+    /// namespace is gone or its backend is busy (retry later).
+    pub fn submit_io(
+        &mut self,
+        subsystem: u32,
+        nsid: u32,
+        transport: usize,
+        mut io: Box<BdevIo>,
+    ) -> Result<(), Box<BdevIo>> {
+        let Some(sg) = self
+            .sgroups
+            .get_mut(subsystem as usize)
+            .and_then(Option::as_mut)
+        else {
+            return Err(io);
+        };
+        let Some(ns) = nsid
+            .checked_sub(1)
+            .and_then(|i| sg.ns.get_mut(i as usize))
+            .and_then(Option::as_mut)
+        else {
+            return Err(io);
+        };
+        io.tag = (io.tag & TAG_MASK) | ((transport as u64) << 48);
+        ns.channel.submit(io)?;
+        sg.inflight += 1;
+        self.inflight += 1;
+        self.stats.pending_bdev_io += 1;
+        Ok(())
+    }
+
+    /// Records a new connection not yet bound to a subsystem.
+    pub fn qpair_created(&mut self) {
+        self.stats.current_unassociated_qpairs += 1;
+    }
+
+    /// Binds a connection to a subsystem (an admin or an I/O queue).
+    pub fn qpair_associate(&mut self, subsystem: u32, admin: bool) {
+        self.stats.current_unassociated_qpairs =
+            self.stats.current_unassociated_qpairs.saturating_sub(1);
+        if admin {
+            self.stats.admin_qpairs += 1;
+            self.stats.current_admin_qpairs += 1;
+        } else {
+            self.stats.io_qpairs += 1;
+            self.stats.current_io_qpairs += 1;
+        }
+        if let Some(sg) = self.sg_mut(subsystem) {
+            sg.qpairs += 1;
+        }
+        self.publish_load();
+    }
+
+    /// Records that a connection is gone; `subsystem` is what it was bound to, if anything.
+    /// A subsystem being stopped finishes stopping when its last connection goes.
+    pub fn qpair_removed(&mut self, subsystem: Option<u32>, admin: bool) {
+        match subsystem {
+            None => {
+                self.stats.current_unassociated_qpairs =
+                    self.stats.current_unassociated_qpairs.saturating_sub(1)
+            }
+            Some(id) => {
+                if admin {
+                    self.stats.current_admin_qpairs =
+                        self.stats.current_admin_qpairs.saturating_sub(1);
+                } else {
+                    self.stats.current_io_qpairs = self.stats.current_io_qpairs.saturating_sub(1);
+                }
+                let finish = match self.sg_mut(id) {
+                    Some(sg) => {
+                        sg.qpairs = sg.qpairs.saturating_sub(1);
+                        sg.state == SgState::Inactive && sg.qpairs == 0
+                    }
+                    None => false,
+                };
+                if finish {
+                    self.finish_deactivate(id);
+                }
+            }
+        }
+        self.publish_load();
+    }
+
+    fn publish_load(&self) {
+        if let Some(l) = self.target.loads.get(self.index) {
+            l.admin
+                .store(self.stats.current_admin_qpairs as usize, Ordering::Relaxed);
+            l.io.store(self.stats.current_io_qpairs as usize, Ordering::Relaxed);
+        }
+    }
+
+    /// Adds an fd to the set the reactor wakes on (a transport's completion channel).
+    pub fn watch_fd(&mut self, fd: RawFd) {
+        self.fd_ops.push(FdOp::Watch(fd));
+    }
+
+    /// Removes an fd added by [`PgCore::watch_fd`].
+    pub fn unwatch_fd(&mut self, fd: RawFd) {
+        self.fd_ops.push(FdOp::Unwatch(fd));
+    }
+
+    fn poll_channels(&mut self, completions: &mut [Vec<Box<BdevIo>>]) -> usize {
+        if self.inflight == 0 {
+            return 0;
+        }
+        let mut total = 0;
+        for sg in self.sgroups.iter_mut().flatten() {
+            if sg.inflight == 0 {
+                continue;
+            }
+            let mut n = 0;
+            for ns in sg.ns.iter_mut().flatten() {
+                n += ns.channel.poll(&mut |mut io| {
+                    let t = (io.tag >> 48) as usize;
+                    io.tag &= TAG_MASK;
+                    match completions.get_mut(t) {
+                        Some(v) => v.push(io),
+                        None => tracing::error!("bdev completion for unknown transport {t}"),
+                    }
+                });
+            }
+            sg.inflight = sg.inflight.saturating_sub(n as u32);
+            total += n;
+        }
+        self.inflight = self.inflight.saturating_sub(total);
+        self.stats.pending_bdev_io = self.stats.pending_bdev_io.saturating_sub(total as u64);
+        total
+    }
+
+    fn arm_channels(&mut self) -> bool {
+        if self.inflight == 0 {
+            return false;
+        }
+        let mut pending = false;
+        for sg in self.sgroups.iter_mut().flatten() {
+            for ns in sg.ns.iter_mut().flatten() {
+                pending |= ns.channel.arm();
+            }
+        }
+        pending
+    }
+
+    fn open_ns(&mut self, ns: &Namespace) -> Result<NsGroup, CoreError> {
+        let channel = self.target.bdevs().open_channel(&ns.bdev)?;
+        if let Some(fd) = channel.wake_fd() {
+            self.watch_fd(fd);
+        }
+        Ok(NsGroup {
+            info: NsInfo::of(ns),
+            bdev: Arc::clone(&ns.bdev),
+            channel,
+            gate: Gate::Active,
+            io_outstanding: 0,
+        })
+    }
+
+    fn close_ns(&mut self, ns: NsGroup) {
+        if let Some(fd) = ns.channel.wake_fd() {
+            self.unwatch_fd(fd);
+        }
+        if ns.channel.outstanding() > 0 {
+            tracing::error!(
+                "poll group {}: closing namespace {} with {} I/O outstanding",
+                self.index,
+                ns.info.nsid,
+                ns.channel.outstanding()
+            );
+        }
+    }
+
+    /// Brings the namespace channels in line with the subsystem's configuration.
+    fn sync_namespaces(&mut self, id: u32) -> Result<Vec<u32>, CoreError> {
+        let Some(sg) = self.sg(id) else {
+            return Ok(Vec::new());
+        };
+        let sub = Arc::clone(&sg.sub);
+        let generation = sub.ns_generation.load(Ordering::Acquire);
+        if generation == sg.generation && !sg.ns.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (limit, config_ns): (u32, Vec<Namespace>) =
+            sub.with_config(|c| (c.ns_limit(), c.namespaces.values().cloned().collect()));
+        let mut changed = Vec::new();
+        let mut slots: Vec<Option<NsGroup>> =
+            std::mem::take(&mut self.sg_mut(id).expect("checked").ns);
+        slots.resize_with(limit as usize, || None);
+        // Drop namespaces that are gone or whose bdev was replaced.
+        for (i, slot) in slots.iter_mut().enumerate() {
+            let nsid = i as u32 + 1;
+            let keep = match (slot.as_ref(), config_ns.iter().find(|n| n.nsid == nsid)) {
+                (Some(g), Some(c)) => Arc::ptr_eq(&g.bdev, &c.bdev) && g.info == NsInfo::of(c),
+                (Some(_), None) => false,
+                (None, _) => true,
+            };
+            if !keep && let Some(g) = slot.take() {
+                self.close_ns(g);
+                changed.push(nsid);
+            }
+        }
+        let mut result = Ok(());
+        for c in &config_ns {
+            let i = (c.nsid - 1) as usize;
+            if i < slots.len() && slots[i].is_none() {
+                match self.open_ns(c) {
+                    Ok(g) => {
+                        slots[i] = Some(g);
+                        if !changed.contains(&c.nsid) {
+                            changed.push(c.nsid);
+                        }
+                    }
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+            }
+        }
+        let sg = self.sg_mut(id).expect("checked");
+        sg.ns = slots;
+        if result.is_ok() {
+            sg.generation = generation;
+        }
+        result.map(|()| {
+            changed.sort_unstable();
+            changed
+        })
+    }
+
+    fn finish_deactivate(&mut self, id: u32) {
+        let Some(mut sg) = self.sgroups.get_mut(id as usize).and_then(Option::take) else {
+            return;
+        };
+        for g in sg.ns.drain(..).flatten() {
+            self.close_ns(g);
+        }
+        if let Some(w) = sg.waiter.take() {
+            w.next(Ok(()));
+        }
+    }
+}
+
+impl SubsystemGroup {
+    fn drained(&self) -> bool {
+        (self.state != SgState::Pausing || self.mgmt_outstanding == 0)
+            && self
+                .ns
+                .iter()
+                .flatten()
+                .all(|n| n.gate != Gate::Pausing || n.io_outstanding == 0)
+    }
+
+    fn try_finish_pause(&mut self) {
+        if !self.drained() {
+            return;
+        }
+        for n in self.ns.iter_mut().flatten() {
+            if n.gate == Gate::Pausing {
+                n.gate = Gate::Paused;
+            }
+        }
+        self.pausing_ns = 0;
+        if self.state == SgState::Pausing {
+            self.state = SgState::Paused;
+        }
+        if let Some(w) = self.waiter.take() {
+            w.next(Ok(()));
+        }
+    }
+}
+
+/// The target's state on one reactor.
+pub struct PollGroup {
+    core: PgCore,
+    transports: Vec<Option<Box<dyn TransportPollGroup>>>,
+    completions: Vec<Vec<Box<BdevIo>>>,
+}
+
+impl std::fmt::Debug for PollGroup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PollGroup")
+            .field("index", &self.core.index)
+            .finish()
+    }
+}
+
+impl PollGroup {
+    pub(crate) fn new(index: usize, target: Arc<Target>) -> Self {
+        Self {
+            core: PgCore {
+                index,
+                target,
+                sgroups: Vec::new(),
+                fd_ops: Vec::new(),
+                inflight: 0,
+                stats: PgStats::default(),
+            },
+            transports: Vec::new(),
+            completions: Vec::new(),
+        }
+    }
+
+    /// The core state.
+    pub fn core(&mut self) -> &mut PgCore {
+        &mut self.core
+    }
+
+    /// The transport poll group at `index`, downcast to its concrete type, with the core.
+    pub fn transport_mut<T: TransportPollGroup>(
+        &mut self,
+        index: usize,
+    ) -> Option<(&mut T, &mut PgCore)> {
+        let t = self.transports.get_mut(index)?.as_mut()?;
+        let any: &mut dyn Any = t.as_mut();
+        Some((any.downcast_mut::<T>()?, &mut self.core))
+    }
+
+    /// Every transport poll group, for queries.
+    pub fn transports(&self) -> impl Iterator<Item = &dyn TransportPollGroup> {
+        self.transports.iter().flatten().map(|b| b.as_ref())
+    }
+
+    pub(crate) fn add_transport(&mut self, index: usize, tpg: Box<dyn TransportPollGroup>) {
+        if self.transports.len() <= index {
+            self.transports.resize_with(index + 1, || None);
+            self.completions.resize_with(index + 1, Vec::new);
+        }
+        self.completions[index].reserve(256);
+        self.transports[index] = Some(tpg);
+    }
+
+    pub(crate) fn remove_transport(&mut self, index: usize) {
+        if let Some(mut t) = self.transports.get_mut(index).and_then(Option::take) {
+            t.shutdown(&mut self.core);
+        }
+    }
+
+    /// Disconnects every connection on every transport (target shutdown).
+    pub(crate) fn shutdown_transports(&mut self) {
+        for t in self.transports.iter_mut().flatten() {
+            t.shutdown(&mut self.core);
+        }
+    }
+
+    /// One poll: bdev completions, then every transport.
+    pub(crate) fn poll(&mut self) -> usize {
+        let mut n = self.core.poll_channels(&mut self.completions);
+        for (i, t) in self.transports.iter_mut().enumerate() {
+            if let Some(t) = t {
+                n += t.poll(&mut self.core, &mut self.completions[i]);
+            }
+        }
+        n
+    }
+
+    /// Before the reactor sleeps: `true` when work is already waiting.
+    pub(crate) fn arm(&mut self) -> bool {
+        let mut pending = self.core.arm_channels();
+        for t in self.transports.iter_mut().flatten() {
+            pending |= t.arm(&mut self.core);
+        }
+        pending
+    }
+
+    pub(crate) fn disconnect_host(&mut self, subsystem: u32, host: &str) {
+        for t in self.transports.iter_mut().flatten() {
+            t.disconnect_host(&mut self.core, subsystem, host);
+        }
+    }
+
+    /// Runs one step of a subsystem state change on this poll group.
+    pub(crate) fn apply(&mut self, sub: &Arc<Subsystem>, action: PgAction, step: Step<CoreError>) {
+        let id = sub.id();
+        match action {
+            PgAction::Activate => {
+                let idx = id as usize;
+                if self.core.sgroups.len() <= idx {
+                    self.core.sgroups.resize_with(idx + 1, || None);
+                }
+                self.core.sgroups[idx] = Some(SubsystemGroup {
+                    sub: Arc::clone(sub),
+                    state: SgState::Active,
+                    mgmt_outstanding: 0,
+                    queued: VecDeque::with_capacity(128),
+                    ns: Vec::new(),
+                    pausing_ns: 0,
+                    waiter: None,
+                    qpairs: 0,
+                    inflight: 0,
+                    generation: u64::MAX,
+                });
+                match self.core.sync_namespaces(id) {
+                    Ok(_) => step.next(Ok(())),
+                    Err(e) => step.next(Err(e)),
+                }
+            }
+            PgAction::Pause(scope) => {
+                let Some(sg) = self.core.sg_mut(id) else {
+                    return step.next(Ok(()));
+                };
+                if sg.state == SgState::Active {
+                    sg.state = SgState::Pausing;
+                }
+                for (i, n) in sg.ns.iter_mut().enumerate() {
+                    let hit = match scope {
+                        PauseScope::Admin => false,
+                        PauseScope::All => true,
+                        PauseScope::Namespace(nsid) => nsid as usize == i + 1,
+                    };
+                    if let Some(n) = n
+                        && hit
+                        && n.gate == Gate::Active
+                    {
+                        n.gate = Gate::Pausing;
+                        sg.pausing_ns += 1;
+                    }
+                }
+                sg.waiter = Some(step);
+                sg.try_finish_pause();
+            }
+            PgAction::Resume => {
+                if self.core.sg(id).is_none() {
+                    return step.next(Ok(()));
+                }
+                let changed = match self.core.sync_namespaces(id) {
+                    Ok(c) => c,
+                    Err(e) => return step.next(Err(e)),
+                };
+                let sg = self.core.sg_mut(id).expect("checked");
+                sg.state = SgState::Active;
+                sg.pausing_ns = 0;
+                for n in sg.ns.iter_mut().flatten() {
+                    n.gate = Gate::Active;
+                }
+                let queued: Vec<Queued> = sg.queued.drain(..).collect();
+                if !changed.is_empty() {
+                    for t in self.transports.iter_mut().flatten() {
+                        t.namespaces_changed(&mut self.core, id, &changed);
+                    }
+                }
+                for q in queued {
+                    match self
+                        .transports
+                        .get_mut(q.transport)
+                        .and_then(Option::as_mut)
+                    {
+                        Some(t) => t.resume_request(&mut self.core, q.token),
+                        None => tracing::warn!("queued request for a removed transport dropped"),
+                    }
+                }
+                step.next(Ok(()));
+            }
+            PgAction::Deactivate => {
+                let Some(sg) = self.core.sg_mut(id) else {
+                    return step.next(Ok(()));
+                };
+                sg.state = SgState::Inactive;
+                sg.queued.clear();
+                sg.waiter = Some(step);
+                for t in self.transports.iter_mut().flatten() {
+                    t.disconnect_subsystem(&mut self.core, id);
+                }
+                if self.core.sg(id).is_some_and(|sg| sg.qpairs == 0) {
+                    self.core.finish_deactivate(id);
+                }
+            }
+        }
+    }
+}
+
+/// Runs `f` on the reactor's poll group, then applies the fd changes it asked for. `None` when
+/// the reactor has no poll group (before the target started, or after it stopped).
+pub fn with_poll_group<R>(ctx: &mut ReactorCtx, f: impl FnOnce(&mut PollGroup) -> R) -> Option<R> {
+    let pg = ctx.local::<PollGroup>()?;
+    let r = f(pg);
+    let ops = std::mem::take(&mut pg.core.fd_ops);
+    for op in ops {
+        match op {
+            FdOp::Watch(fd) => ctx.watch_fd(fd),
+            FdOp::Unwatch(fd) => ctx.unwatch_fd(fd),
+        }
+    }
+    Some(r)
+}
+
+/// Runs `f` on one transport's poll group on this reactor (e.g. to hand it a new connection).
+pub fn with_transport_pg<T: TransportPollGroup, R>(
+    ctx: &mut ReactorCtx,
+    transport: usize,
+    f: impl FnOnce(&mut T, &mut PgCore) -> R,
+) -> Option<R> {
+    with_poll_group(ctx, |pg| {
+        pg.transport_mut::<T>(transport).map(|(t, core)| f(t, core))
+    })
+    .flatten()
+}
