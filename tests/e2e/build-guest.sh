@@ -301,7 +301,7 @@ build_overlay() {
   rm -rf "$root"; mkdir -p "$root"/{bin,opt/rtgt/bin,opt/rtgt/e2e}
   install -m 0755 "$E2E_DIR/guest/init" "$root/init"
   install -m 0644 "$E2E_DIR/lib.sh" "$root/opt/rtgt/e2e/lib.sh"
-  cp -r "$scen" "$root/opt/rtgt/e2e/scenarios"
+  cp -rL "$scen" "$root/opt/rtgt/e2e/scenarios"   # -L: a suite may link scenarios of another
   [ -n "$config" ] && install -m 0644 "$config" "$root/opt/rtgt/e2e/config"
   rpc=$(ensure_rpc_client)
   copy_bin "$root" "$rpc" /bin && mv "$root/bin/$(basename "$rpc")" "$root/bin/e2e-rpc"

@@ -7,8 +7,9 @@
 #            handling: pass/fail lines, failure logs, the summary line and exit status, a guest
 #            that died or timed out in the middle, partially written lines.
 #   --guest  boots the guest with the scenarios of tests/e2e/selftest/ (an assertion failure,
-#            a failing command, a per-scenario timeout, a kernel crash) and checks what run.sh
-#            prints and that it exits non-zero (~40 s).
+#            a failing command, a per-scenario timeout, the rtgt helpers and the smoke scenario
+#            against tools/fake-rtgt.rs, an rtgt that exits early, a kernel crash) and checks
+#            what run.sh prints and that it exits non-zero (~25 s).
 # Without an option both parts run.
 set -euo pipefail
 E2E_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -101,8 +102,11 @@ EOF
 }
 
 guest() {
-  local out rc=0 kept
-  out=$(RTGT_BIN=${RTGT_BIN:-$(type -P true)} "$E2E_DIR/run.sh" --dir "$E2E_DIR/selftest" 2>&1) || rc=$?
+  local out rc=0 kept fake
+  fake=$(mktemp /tmp/fake-rtgt.XXXXXX)
+  "${RUSTC:-rustc}" --edition 2021 -O -o "$fake" "$E2E_DIR/tools/fake-rtgt.rs"
+  out=$(RTGT_BIN=$fake "$E2E_DIR/run.sh" --dir "$E2E_DIR/selftest" 2>&1) || rc=$?
+  rm -f "$fake"
   printf '%s\n' "$out" | sed 's/^/  | /'
   check "guest: run.sh exits non-zero" test "$rc" != 0
   check "guest: passing scenario" has_line "$out" "PASS  pass  ($(sed -n 's/^PASS  pass  (\(.*\))$/\1/p' <<<"$out"))"
@@ -111,9 +115,12 @@ guest() {
   check "guest: failing command named" has "$out" "03-fail-status.sh:3: 'false' failed with status 1 (last step: the step before the failure)"
   check "guest: per-scenario timeout" has "$out" "timed out after 4s (e2e-timeout)"
   check "guest: timed-out scenario's processes killed" grep -q '^PASS  after-timeout' <<<"$out"
+  check "guest: rtgt helpers against fake-rtgt" grep -q '^PASS  rtgt-helpers' <<<"$out"
+  check "guest: smoke scenario against fake-rtgt" grep -q '^PASS  rtgt-smoke' <<<"$out"
+  check "guest: rtgt exiting early is explained" has "$out" "rtgt exited with status 3 before creating /var/tmp/spdk.sock: fake-rtgt: failing on purpose"
   check "guest: kernel crash reported" has "$out" "FAIL  guest-dies  (-)  guest died"
   check "guest: scenario after the crash not run" has "$out" "FAIL  not-run  (not run: guest died"
-  check "guest: summary" has_line "$out" "2 passed, 5 failed"
+  check "guest: summary" has_line "$out" "4 passed, 6 failed"
   kept=$(sed -n 's/^e2e: logs kept in //p' <<<"$out")
   check "guest: artifacts reach the host" test -f "$kept/guest/pass/artifact.txt"
   [ -z "$kept" ] || rm -rf "$kept"
