@@ -169,7 +169,11 @@ impl Scanner {
                         self.expect_key = b == b'{';
                         continue;
                     }
-                    _ => return Err(format!("response does not start with an object: byte {b:#04x}")),
+                    _ => {
+                        return Err(format!(
+                            "response does not start with an object: byte {b:#04x}"
+                        ))
+                    }
                 }
             }
             if self.in_string {

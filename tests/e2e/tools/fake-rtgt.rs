@@ -128,8 +128,8 @@ fn value_end(buf: &[u8]) -> Option<usize> {
 fn member<'a>(req: &'a str, key: &str) -> Option<&'a str> {
     let at = req.find(&format!("\"{key}\""))? + key.len() + 2;
     let rest = req[at..].trim_start().strip_prefix(':')?.trim_start();
-    let end = if rest.starts_with('"') {
-        rest[1..].find('"')? + 2
+    let end = if let Some(s) = rest.strip_prefix('"') {
+        s.find('"')? + 2
     } else {
         rest.find([',', '}']).unwrap_or(rest.len())
     };
@@ -140,7 +140,9 @@ fn answer(req: &str) -> String {
     let id = member(req, "id").unwrap_or("null");
     match member(req, "method") {
         Some("\"rpc_get_methods\"") => {
-            format!(r#"{{"jsonrpc":"2.0","id":{id},"result":["rpc_get_methods","spdk_get_version"]}}"#)
+            format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"result":["rpc_get_methods","spdk_get_version"]}}"#
+            )
         }
         Some("\"spdk_get_version\"") => {
             format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"version":"fake"}}}}"#)
