@@ -10,8 +10,8 @@
 #    ${RTGT_E2E_CACHE:-$HOME/.cache/rtgt-e2e}/base-<kernel version>-<hash>, where the hash covers
 #    this script and the versions of the Debian packages the files come from.
 # 2. The *overlay* archive (fresh every run): the guest /init, lib.sh, the scenarios, the rtgt
-#    binary, the e2e-rpc client, and the extra binaries of guest-bins.txt / $RTGT_E2E_BINS, each
-#    with its shared libraries.
+#    binary, the e2e-rpc client, and the extra binaries listed in the scenario directory's
+#    guest-bins.txt and in $RTGT_E2E_BINS, each with its shared libraries.
 #
 # Writes OUTDIR/vmlinuz and OUTDIR/initrd.img. Installs missing host packages with apt-get
 # when it runs as root (CI does); otherwise it names what to install and fails.
@@ -270,13 +270,13 @@ ensure_rpc_client() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# Extra guest binaries: guest-bins.txt and $RTGT_E2E_BINS
+# Extra guest binaries: <scenario dir>/guest-bins.txt and $RTGT_E2E_BINS
 # ---------------------------------------------------------------------------------------------
 # Each non-comment line of guest-bins.txt is either a path (absolute, or relative to the
 # repository root; $VARS are expanded) or "$ COMMAND", run with bash from the repository root,
 # that prints paths one per line. Every path must name an existing file.
 list_extra_bins() {
-  local list="$E2E_DIR/guest-bins.txt" line p
+  local list="$1/guest-bins.txt" line p
   if [ -f "$list" ]; then
     while IFS= read -r line || [ -n "$line" ]; do
       line=${line%%[[:space:]]#*}                     # strip trailing comments
@@ -314,7 +314,7 @@ build_overlay() {
     case $p in /*) ;; *) p="$ROOT/$p" ;; esac
     [ -f "$p" ] || die "extra guest binary not found: $p"
     copy_bin "$root" "$p" /opt/rtgt/bin
-  done < <(list_extra_bins)
+  done < <(list_extra_bins "$scen")
   (cd "$root" && find . -mindepth 1 | LC_ALL=C sort | cpio -o -H newc --quiet) > "$out/overlay.cpio"
   rm -rf "$root"
 }
