@@ -14,9 +14,10 @@ stage_deps()      { scripts/install-deps.sh; }
 stage_fmt()       { cargo fmt --all -- --check; }
 stage_clippy()    { cargo clippy --workspace --all-targets -- -D warnings; }
 stage_unit()      { cargo test --workspace; }
-stage_fabric_rxe() { bash fabric/tests/guest-conformance.sh "${RTGT_E2E_WORK:-/tmp/rtgt-fabric-guest}"; }
+# The guest suite includes the fabric conformance tests on soft-RoCE (40-fabric-conformance).
+stage_e2e()       { tests/e2e/selftest.sh && tests/e2e/run.sh; }
 
-STAGES="deps fmt clippy unit fabric_rxe"
+STAGES="deps fmt clippy unit e2e"
 if [ "${1:-}" = "--list" ]; then echo "$STAGES"; exit 0; fi
 [ $# -gt 0 ] && STAGES="$*"
 
