@@ -474,5 +474,18 @@ fn without_an_rdma_device_the_rdma_fabric_still_starts() {
             .unwrap()
             .is_empty()
     );
+    let no_devices = std::fs::read_dir("/sys/class/infiniband")
+        .map(|mut d| d.next().is_none())
+        .unwrap_or(true);
+    if no_devices {
+        let (code, message) = rpc(
+            &d.sock,
+            "nvmf_create_transport",
+            Some(json!({"trtype": "RDMA"})),
+        )
+        .unwrap_err();
+        assert_eq!(code, -32603);
+        assert!(message.contains("no RDMA device"), "{message}");
+    }
     assert!(d.stop().0.success());
 }
