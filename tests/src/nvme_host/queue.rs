@@ -373,8 +373,7 @@ impl HostQueue {
                 )));
             }
             let key = if invalidate {
-                let rkey = self
-                    .qp
+                self.qp
                     .post_bind_mw(&BindMw {
                         wr_id: K_BIND | i as u64,
                         signaled: false,
@@ -384,8 +383,7 @@ impl HostQueue {
                         length: len.max(1) as u64,
                         access: Access::REMOTE_READ | Access::REMOTE_WRITE,
                     })
-                    .map_err(|e| HostError::Protocol(format!("bind_mw: {e}")))?;
-                rkey
+                    .map_err(|e| HostError::Protocol(format!("bind_mw: {e}")))?
             } else {
                 self.data_mr.rkey()
             };
@@ -474,13 +472,11 @@ impl HostQueue {
                         s.sent = true;
                     }
                 }
-                K_BIND => {
-                    if !wc.status.is_success() && wc.status != WcStatus::WrFlushErr {
-                        return Err(HostError::Protocol(format!(
-                            "memory window bind failed: {:?} (not invalidated by the target?)",
-                            wc.status
-                        )));
-                    }
+                K_BIND if !wc.status.is_success() && wc.status != WcStatus::WrFlushErr => {
+                    return Err(HostError::Protocol(format!(
+                        "memory window bind failed: {:?} (not invalidated by the target?)",
+                        wc.status
+                    )));
                 }
                 K_RECV => {
                     if !wc.status.is_success() {
