@@ -599,6 +599,20 @@ impl HostQueue {
         self.disconnected
     }
 
+    /// Sends `bytes` as a capsule without tracking a command (malformed-capsule tests; the
+    /// bytes go through the first command slot's buffer, so keep nothing outstanding).
+    pub fn send_raw_capsule(&mut self, bytes: &[u8]) -> Result<(), HostError> {
+        let n = bytes.len().min(self.cmd.len());
+        self.cmd.as_mut_slice()[..n].copy_from_slice(&bytes[..n]);
+        let wr = SendWr::send(
+            K_SEND | 0xFFFF,
+            SgeList::one(self.cmd_mr.sge(self.cmd.addr(), n as u32)),
+        );
+        self.qp
+            .post_send([&wr])
+            .map_err(|e| HostError::Protocol(format!("post_send: {e}")))
+    }
+
     /// The data region address of a slot (for hand-made SGLs in malformed-command tests) and
     /// the registration's rkey.
     pub fn raw_data_region(&self) -> (u64, u32) {
