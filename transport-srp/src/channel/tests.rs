@@ -132,10 +132,7 @@ fn close_during_connecting() {
     assert_eq!(ch.on_iu(IuKind::Cmd), IuDisposition::Queue);
     let o = ch.handle(Event::Close(CloseReason::PortDisabled));
     assert_eq!(states(&o), [Disconnecting, Draining]);
-    assert_eq!(
-        acts(&o),
-        [DropQueued, QpToError, PostSqMarker]
-    );
+    assert_eq!(acts(&o), [DropQueued, QpToError, PostSqMarker]);
     // RTU arriving late changes nothing.
     assert!(ch.handle(Event::Established).is_empty());
     assert_eq!(ch.on_iu(IuKind::Cmd), IuDisposition::Drop);
@@ -227,10 +224,7 @@ fn port_disable_and_subsystem_delete_drain_at_once() {
         let mut ch = live(4);
         let o = ch.handle(Event::Close(r));
         assert_eq!(states(&o), [Disconnecting, Draining]);
-        assert_eq!(
-            acts(&o),
-            [Disconnect, QpToError, PostSqMarker]
-        );
+        assert_eq!(acts(&o), [Disconnect, QpToError, PostSqMarker]);
     }
     // Disabled while a relogin's disconnect is pending.
     let mut ch = live(4);
@@ -251,10 +245,7 @@ fn port_disable_and_subsystem_delete_drain_at_once() {
 fn qp_error_while_live() {
     let mut ch = live(4);
     let o = ch.handle(Event::CompletionError);
-    assert_eq!(
-        acts(&o),
-        [Disconnect, QpToError, PostSqMarker]
-    );
+    assert_eq!(acts(&o), [Disconnect, QpToError, PostSqMarker]);
     assert_eq!(ch.close_reason(), Some(CloseReason::QpError));
     let mut ch = Channel::new(4, false);
     assert_eq!(acts(&ch.handle(Event::CompletionError)), DRAIN);
