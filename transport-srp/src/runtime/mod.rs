@@ -166,8 +166,14 @@ enum WaiterDone {
 }
 
 struct Waiter {
+    /// Aborted tasks still in flight.
     remaining: u32,
-    done: WaiterDone,
+    /// Every task has been counted (fire when `remaining` reaches 0).
+    armed: bool,
+    /// What to do then (a cross-poll-group abort gets it in its second round).
+    done: Option<WaiterDone>,
+    /// The cross-poll-group abort this waiter belongs to (0: a local one).
+    abort_id: u64,
 }
 
 /// The SRP transport's state on one poll group.
@@ -182,6 +188,8 @@ pub struct SrpPg {
     buf_wait: VecDeque<u64>,
     bdev_retry: VecDeque<u64>,
     waiters: Slab<Waiter>,
+    aborts: HashMap<u64, u32>,
+    abort_seq: u64,
     wcs: Vec<WorkCompletion>,
     wrs: Vec<SendWr>,
     scratch: Vec<u8>,
@@ -212,6 +220,8 @@ impl SrpPg {
             buf_wait: VecDeque::with_capacity(1024),
             bdev_retry: VecDeque::with_capacity(256),
             waiters: Slab::new(),
+            aborts: HashMap::new(),
+            abort_seq: 0,
             wcs: vec![WorkCompletion::default(); 64],
             wrs: Vec::with_capacity(256),
             scratch: vec![0; 64 << 10],

@@ -1239,10 +1239,12 @@ impl SrpPg {
                 if let SpecScope::Task { .. } = spec.scope {
                     let w = self.waiters.insert(Waiter {
                         remaining: 0,
-                        done: WaiterDone::Tm { key, slot, serial },
+                        armed: false,
+                        done: Some(WaiterDone::Tm { key, slot, serial }),
+                        abort_id: 0,
                     }) as u32;
-                    let n = self.abort_matching(core, spec, w);
-                    self.waiter_set(core, w, n);
+                    self.abort_matching(core, spec, w);
+                    self.waiter_arm(core, w);
                 } else {
                     self.abort_everywhere(spec, key, slot, serial);
                 }
@@ -1250,26 +1252,44 @@ impl SrpPg {
         }
     }
 
-    /// Aborts matching tasks on every poll group, one after the other, then answers the task
-    /// management request `(key, slot, serial)` on this one.
+    /// Aborts matching tasks on every poll group, then answers the task management request
+    /// `(key, slot, serial)` on this one. Two rounds over the poll groups: the first marks the
+    /// tasks aborted everywhere (so none of them answers any more), the second waits on each
+    /// poll group until its aborted tasks are gone.
     fn abort_everywhere(&mut self, spec: AbortSpec, key: u16, slot: u16, serial: u16) {
         let index = self.shared.index;
+        self.abort_seq += 1;
+        let id = (self.index as u64) << 48 | self.abort_seq;
+        let reactors = self.shared.reactors.clone();
         let sent = self.shared.reactors.for_each_reactor_async::<()>(
             move |rctx, step| {
-                let mut step = Some(step);
                 with_transport_pg::<SrpPg, _>(rctx, index, |pg, core| {
-                    if let Some(s) = step.take() {
-                        pg.abort_visit(core, spec, s);
-                    }
+                    pg.abort_mark(core, spec, id)
                 });
-                if let Some(s) = step {
-                    s.next(Ok(()));
-                }
+                step.next(Ok(()));
             },
-            move |rctx, _| {
-                with_transport_pg::<SrpPg, _>(rctx, index, |pg, core| {
-                    pg.tm_finished(core, key, slot, serial)
-                });
+            move |_, _| {
+                let sent = reactors.for_each_reactor_async::<()>(
+                    move |rctx, step| {
+                        let mut step = Some(step);
+                        with_transport_pg::<SrpPg, _>(rctx, index, |pg, _| {
+                            if let Some(s) = step.take() {
+                                pg.abort_wait(id, s);
+                            }
+                        });
+                        if let Some(s) = step {
+                            s.next(Ok(()));
+                        }
+                    },
+                    move |rctx, _| {
+                        with_transport_pg::<SrpPg, _>(rctx, index, |pg, core| {
+                            pg.tm_finished(core, key, slot, serial)
+                        });
+                    },
+                );
+                if sent.is_err() {
+                    tracing::warn!("SRP: task management could not reach every poll group");
+                }
             },
         );
         if sent.is_err() {
@@ -1277,21 +1297,39 @@ impl SrpPg {
         }
     }
 
-    fn abort_visit(&mut self, core: &mut PgCore, spec: AbortSpec, step: Step<()>) {
+    /// First round of a cross-poll-group abort: mark the tasks here.
+    fn abort_mark(&mut self, core: &mut PgCore, spec: AbortSpec, id: u64) {
         let w = self.waiters.insert(Waiter {
             remaining: 0,
-            done: WaiterDone::Step(step),
+            armed: false,
+            done: None,
+            abort_id: id,
         }) as u32;
-        let n = self.abort_matching(core, spec, w);
-        self.waiter_set(core, w, n);
+        self.aborts.insert(id, w);
+        self.abort_matching(core, spec, w);
+        self.waiter_arm(core, w);
     }
 
-    fn waiter_set(&mut self, core: &mut PgCore, w: u32, n: u32) {
-        if n == 0 {
-            let waiter = self.waiters.remove(w as usize);
-            self.waiter_fire(core, waiter.done);
-        } else if let Some(x) = self.waiters.get_mut(w as usize) {
-            x.remaining = n;
+    /// Second round: answer when the tasks marked here are gone.
+    fn abort_wait(&mut self, id: u64, step: Step<()>) {
+        match self
+            .aborts
+            .get(&id)
+            .and_then(|w| self.waiters.get_mut(*w as usize))
+        {
+            Some(w) => w.done = Some(WaiterDone::Step(step)),
+            None => step.next(Ok(())),
+        }
+    }
+
+    /// Every task of waiter `w` has been counted: fire it if they are all gone already.
+    fn waiter_arm(&mut self, core: &mut PgCore, w: u32) {
+        let Some(x) = self.waiters.get_mut(w as usize) else {
+            return;
+        };
+        x.armed = true;
+        if x.remaining == 0 {
+            self.waiter_complete(core, w);
         }
     }
 
@@ -1300,16 +1338,20 @@ impl SrpPg {
             return;
         };
         x.remaining = x.remaining.saturating_sub(1);
-        if x.remaining == 0 {
-            let waiter = self.waiters.remove(w as usize);
-            self.waiter_fire(core, waiter.done);
+        if x.remaining == 0 && x.armed {
+            self.waiter_complete(core, w);
         }
     }
 
-    fn waiter_fire(&mut self, core: &mut PgCore, done: WaiterDone) {
-        match done {
-            WaiterDone::Tm { key, slot, serial } => self.tm_finished(core, key, slot, serial),
-            WaiterDone::Step(s) => s.next(Ok(())),
+    fn waiter_complete(&mut self, core: &mut PgCore, w: u32) {
+        let waiter = self.waiters.remove(w as usize);
+        if waiter.abort_id != 0 {
+            self.aborts.remove(&waiter.abort_id);
+        }
+        match waiter.done {
+            Some(WaiterDone::Tm { key, slot, serial }) => self.tm_finished(core, key, slot, serial),
+            Some(WaiterDone::Step(s)) => s.next(Ok(())),
+            None => {}
         }
     }
 
@@ -1326,9 +1368,9 @@ impl SrpPg {
         }
     }
 
-    /// Aborts the tasks `spec` selects on this poll group; returns how many are still in
-    /// flight (each will decrement waiter `w` when gone).
-    fn abort_matching(&mut self, core: &mut PgCore, spec: AbortSpec, w: u32) -> u32 {
+    /// Aborts the tasks `spec` selects on this poll group; those still in flight count on
+    /// waiter `w` and tell it when they are gone.
+    fn abort_matching(&mut self, core: &mut PgCore, spec: AbortSpec, w: u32) {
         let mut todo: Vec<(u16, u16)> = Vec::new();
         for (k, c) in self.chans.iter() {
             if c.sub_id != spec.sub {
@@ -1354,13 +1396,9 @@ impl SrpPg {
                 todo.push((k as u16, i as u16));
             }
         }
-        let mut n = 0;
         for (k, i) in todo {
-            if self.abort_req(core, k, i, Some(w)) {
-                n += 1;
-            }
+            self.abort_req(core, k, i, Some(w));
         }
-        n
     }
 
     /// Aborts one request: no more data transfer, no response. Returns whether it is still in
@@ -1377,16 +1415,24 @@ impl SrpPg {
         match r.stage {
             Stage::Free => false,
             Stage::Reading | Stage::Bdev | Stage::Sending => {
-                if let Some(w) = w {
-                    r.waiters.try_push(w).is_ok()
-                } else {
-                    true
+                if let Some(w) = w
+                    && r.waiters.try_push(w).is_ok()
+                    && let Some(x) = self.waiters.get_mut(w as usize)
+                {
+                    x.remaining += 1;
                 }
+                true
             }
             Stage::Admit | Stage::Exec | Stage::Fetch | Stage::Submit | Stage::Respond => {
                 if r.sq_wrs > 0 {
                     // Posted work (a failed response) still out: wait for it.
-                    return w.is_some_and(|w| r.waiters.try_push(w).is_ok());
+                    if let Some(w) = w
+                        && r.waiters.try_push(w).is_ok()
+                        && let Some(x) = self.waiters.get_mut(w as usize)
+                    {
+                        x.remaining += 1;
+                    }
+                    return true;
                 }
                 self.finish(core, key, slot, false);
                 false
