@@ -1,0 +1,1 @@
+../scenarios/10-rtgt-smoke.sh

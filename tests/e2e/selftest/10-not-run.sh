@@ -1,0 +1,2 @@
+# Harness self-test: never runs (the guest died in the previous scenario).
+true
