@@ -4,110 +4,26 @@
 //! The namespace's bdev is a malloc disk behind a *gate*: while the gate is closed, I/O that
 //! reaches the bdev stays outstanding. So the test controls exactly what is in flight:
 //!
-//! 1. writes are held at the bdev; `nvmf_subsystem_pause` must not answer (state `pausing`);
+//! 1. writes are held at the bdev (the shared test gate, `rtgt_tests::gate`); `nvmf_subsystem_pause` must not answer (state `pausing`);
 //! 2. the gate opens: the writes complete, and only then does the pause answer (`paused`);
 //! 3. new reads and writes submitted while paused complete only after `nvmf_subsystem_resume`,
 //!    never reach the bdev before it, and none is lost (every command succeeds, the data reads
 //!    back, the bdev counted each operation once).
 
-use std::collections::VecDeque;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rpc::methods::Rtgt;
 use rpc::{CoreHooks, MethodTable, Methods, RpcState, StateHandle};
 use rtgt_tests::TARGET_IP;
+use rtgt_tests::gate::GateBdev;
 use rtgt_tests::nvme_host::*;
 use serde_json::{Value, json};
-use target_core::bdev::{Bdev, BdevChannel, BdevError, BdevIo, IoType, MallocBdev, MallocParams};
+use target_core::bdev::{Bdev, MallocBdev, MallocParams};
 
 const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
 const BS: usize = 512;
 const BLOCKS: u32 = 8;
-
-/// Shared state of a gate: closed gates hold I/O at the bdev.
-#[derive(Default)]
-struct Gate {
-    open: AtomicBool,
-    held: AtomicUsize,
-    submitted: AtomicUsize,
-}
-
-/// A malloc disk whose I/O waits at a gate.
-struct GateBdev {
-    inner: Arc<MallocBdev>,
-    gate: Arc<Gate>,
-}
-
-impl Bdev for GateBdev {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn product_name(&self) -> &'static str {
-        "Gate disk (test)"
-    }
-    fn block_size(&self) -> u32 {
-        self.inner.block_size()
-    }
-    fn num_blocks(&self) -> u64 {
-        self.inner.num_blocks()
-    }
-    fn uuid(&self) -> uuid::Uuid {
-        self.inner.uuid()
-    }
-    fn supports(&self, io: IoType) -> bool {
-        self.inner.supports(io)
-    }
-    fn write_cache(&self) -> bool {
-        true
-    }
-    fn open_channel(&self) -> Result<Box<dyn BdevChannel>, BdevError> {
-        Ok(Box::new(GateChannel {
-            inner: self.inner.open_channel()?,
-            gate: Arc::clone(&self.gate),
-            held: VecDeque::new(),
-        }))
-    }
-    fn config(&self) -> Value {
-        json!({"method": "bdev_gate_create", "params": {"name": self.name()}})
-    }
-}
-
-struct GateChannel {
-    inner: Box<dyn BdevChannel>,
-    gate: Arc<Gate>,
-    held: VecDeque<Box<BdevIo>>,
-}
-
-impl BdevChannel for GateChannel {
-    fn submit(&mut self, io: Box<BdevIo>) -> Result<(), Box<BdevIo>> {
-        self.gate.submitted.fetch_add(1, Ordering::SeqCst);
-        if self.gate.open.load(Ordering::SeqCst) && self.held.is_empty() {
-            return self.inner.submit(io);
-        }
-        self.gate.held.fetch_add(1, Ordering::SeqCst);
-        self.held.push_back(io);
-        Ok(())
-    }
-
-    fn poll(&mut self, done: &mut dyn FnMut(Box<BdevIo>)) -> usize {
-        if self.gate.open.load(Ordering::SeqCst) {
-            while let Some(io) = self.held.pop_front() {
-                if let Err(io) = self.inner.submit(io) {
-                    self.held.push_front(io);
-                    break;
-                }
-                self.gate.held.fetch_sub(1, Ordering::SeqCst);
-            }
-        }
-        self.inner.poll(done)
-    }
-
-    fn outstanding(&self) -> usize {
-        self.held.len() + self.inner.outstanding()
-    }
-}
 
 fn call(table: &MethodTable, rt: &tokio::runtime::Runtime, method: &str, params: Value) -> Value {
     let text = params.to_string();
@@ -176,9 +92,7 @@ fn pause_with_io_in_flight(pause_params: Value) {
     rpc::methods::register(&mut m).unwrap();
     let table = m.build();
 
-    let gate = Arc::new(Gate::default());
-    gate.open.store(true, Ordering::SeqCst);
-    let inner = MallocBdev::create(MallocParams {
+    let inner: Arc<dyn Bdev> = MallocBdev::create(MallocParams {
         name: "Gate0".into(),
         num_blocks: 4096,
         block_size: BS as u32,
@@ -187,14 +101,8 @@ fn pause_with_io_in_flight(pause_params: Value) {
         optimal_io_boundary: 0,
     })
     .unwrap();
-    env.t
-        .target
-        .bdevs()
-        .register(Arc::new(GateBdev {
-            inner,
-            gate: Arc::clone(&gate),
-        }))
-        .unwrap();
+    let (bdev, gate) = GateBdev::new("Gate0", inner);
+    env.t.target.bdevs().register(bdev).unwrap();
 
     // The subsystem is built through the RPC methods.
     call(
@@ -225,7 +133,7 @@ fn pause_with_io_in_flight(pause_params: Value) {
     let q = &mut ctrl.io[0];
 
     // 1. Eight writes held at the bdev.
-    gate.open.store(false, Ordering::SeqCst);
+    gate.close();
     let writes: Vec<u16> = (0..8u64)
         .map(|i| {
             let lba = i * u64::from(BLOCKS);
@@ -240,9 +148,7 @@ fn pause_with_io_in_flight(pause_params: Value) {
             .expect("submit write")
         })
         .collect();
-    poll_until(q, "8 writes at the bdev", |_| {
-        gate.held.load(Ordering::SeqCst) == 8
-    });
+    poll_until(q, "8 writes at the bdev", |_| gate.held() == 8);
 
     let pause = call_in_background(&table, "nvmf_subsystem_pause", pause_params);
     none_complete_for(q, &writes, Duration::from_millis(300));
@@ -251,7 +157,7 @@ fn pause_with_io_in_flight(pause_params: Value) {
 
     // 2. Release the writes: they complete, and the pause answers after them.
     let released = Instant::now();
-    gate.open.store(true, Ordering::SeqCst);
+    gate.open();
     for &c in &writes {
         q.wait(c).expect("write").ok().expect("write status");
     }
@@ -262,10 +168,11 @@ fn pause_with_io_in_flight(pause_params: Value) {
         "pause answered before the I/O drained"
     );
     assert_eq!(state(&table, rt), "paused");
-    assert_eq!(gate.held.load(Ordering::SeqCst), 0);
+    assert_eq!(gate.held(), 0);
 
-    // 3. I/O submitted while paused waits (it never reaches the bdev) until resume.
-    let at_bdev = gate.submitted.load(Ordering::SeqCst);
+    // 3. I/O submitted while paused waits until resume. The gate closes again, so anything
+    // that reached the bdev before the resume would be counted as held.
+    gate.close();
     let mut queued = Vec::new();
     for i in 8..12u64 {
         let lba = i * u64::from(BLOCKS);
@@ -296,11 +203,12 @@ fn pause_with_io_in_flight(pause_params: Value) {
     queued.extend(&reads);
     none_complete_for(q, &queued, Duration::from_millis(300));
     assert_eq!(
-        gate.submitted.load(Ordering::SeqCst),
-        at_bdev,
+        gate.held(),
+        0,
         "I/O reached the bdev while the subsystem was paused"
     );
     assert_eq!(state(&table, rt), "paused");
+    gate.open();
 
     assert_eq!(
         call(&table, rt, "nvmf_subsystem_resume", json!({"nqn": NQN})),
