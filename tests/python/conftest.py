@@ -210,16 +210,10 @@ def startup_target(make_target):
     return make_target(["--wait-for-rpc"])
 
 
-def rdma_transport_or_skip(t, *args):
-    """Creates the RDMA transport, or skips the test when this rtgt build has none.
-
-    The NVMe/RDMA transport is developed on its own branch; until it is linked into the
-    binary, `nvmf_create_transport -t RDMA` answers "Invalid transport type 'RDMA'".
-    """
+def rdma_transport(t, *args):
+    """Creates the RDMA transport with spdk-rpc; every rtgt build links it, so failure fails."""
     r = t.cli("nvmf_create_transport", "-t", "RDMA", *args)
     if r.returncode != 0:
         code, message = parse_error(r.stdout + r.stderr)
-        if code == -32602 and "Invalid transport type" in message:
-            pytest.skip("this rtgt build has no RDMA transport yet")
         raise AssertionError(f"nvmf_create_transport failed: {code} {message}")
     return r

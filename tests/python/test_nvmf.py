@@ -3,7 +3,7 @@ and the error codes SPDK uses for each."""
 
 import pytest
 
-from conftest import rdma_transport_or_skip
+from conftest import rdma_transport
 
 NQN = "nqn.2016-06.io.spdk:cnode1"
 NQN2 = "nqn.2016-06.io.spdk:cnode2"
@@ -178,7 +178,7 @@ def test_listener_needs_its_transport(target):
 
 
 def test_listeners(target):
-    rdma_transport_or_skip(target)
+    rdma_transport(target)
     target.rpc("nvmf_create_subsystem", NQN, "-a")
     target.rpc("nvmf_subsystem_add_listener", NQN, "-t", "rdma", "-a", "10.0.0.1", "-s", "4420")
     addr = {"trtype": "RDMA", "adrfam": "IPv4", "traddr": "10.0.0.1", "trsvcid": "4420"}
