@@ -1,15 +1,16 @@
 //! The `rtgt` binary.
 //!
-//! `rtgt serve` runs the target daemon (see [`serve`]). The command line is a set of clap
-//! subcommands so that further tools (a JSON-RPC client, an interactive shell) slot in as
-//! siblings of `serve`.
+//! `rtgt serve` runs the target daemon (see [`serve`]). `rtgt rpc` calls one JSON-RPC method
+//! with rpc.py's command line, `rtgt shell` is an interactive shell over the same commands, and
+//! `rtgt completions bash|zsh` prints completion scripts (the client side lives in the `rtgt`
+//! library: [`rtgt::cmd`], [`rtgt::shell`]).
 
 mod log;
 mod serve;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 // The daemon links every transport so that `register_transport!` entries reach the registry.
 use transport_rdma as _;
@@ -23,15 +24,50 @@ struct Cli {
     command: Command,
 }
 
+/// Shells `rtgt completions` writes scripts for.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum CompletionShell {
+    Bash,
+    Zsh,
+}
+
+const RPC_ABOUT: &str = "Call a JSON-RPC method, with SPDK rpc.py's command line";
+
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the target: reactors, transports, and the JSON-RPC server (SPDK's nvmf_tgt).
     Serve(serve::ServeArgs),
+    /// Call a JSON-RPC method, with SPDK rpc.py's command line.
+    Rpc(rtgt::cmd::RpcArgs),
+    /// Interactive shell: methods with completion of names, `ls` tree, history.
+    Shell(rtgt::shell::ShellArgs),
+    /// Print a completion script (e.g. `rtgt completions bash > /etc/bash_completion.d/rtgt`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cmd =
+        Cli::command().mut_subcommand("rpc", |c| c.after_long_help(rtgt::cmd::methods_help()));
+    let cli = match Cli::from_arg_matches(&cmd.get_matches()) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     match cli.command {
         Command::Serve(args) => serve::run(args),
+        Command::Rpc(args) => rtgt::cmd::run_rpc(args),
+        Command::Shell(args) => rtgt::shell::run(args),
+        Command::Completions { shell } => {
+            let mut cmd = Cli::command().mut_subcommand("rpc", |_| rtgt::cmd::rpc_tree(RPC_ABOUT));
+            let shell = match shell {
+                CompletionShell::Bash => clap_complete::Shell::Bash,
+                CompletionShell::Zsh => clap_complete::Shell::Zsh,
+            };
+            rtgt::cmd::print_completions(shell, &mut cmd);
+            ExitCode::SUCCESS
+        }
     }
 }
