@@ -41,6 +41,7 @@ mod core_methods;
 mod dispatch;
 mod error;
 pub mod framing;
+pub mod methods;
 pub mod params;
 mod server;
 mod state;
