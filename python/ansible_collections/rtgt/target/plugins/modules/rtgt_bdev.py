@@ -68,13 +68,16 @@ options:
     default: false
 extends_documentation_fragment:
   - rtgt.target.rpc
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: full
+  platform:
+    platforms: posix
 author:
-  - rtgt developers
+  - rtgt developers (@rtgt)
 """
 
 EXAMPLES = r"""

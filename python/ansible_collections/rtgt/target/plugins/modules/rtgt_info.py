@@ -25,13 +25,16 @@ options:
     default: [all]
 extends_documentation_fragment:
   - rtgt.target.rpc
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: none
+  platform:
+    platforms: posix
 author:
-  - rtgt developers
+  - rtgt developers (@rtgt)
 """
 
 EXAMPLES = r"""

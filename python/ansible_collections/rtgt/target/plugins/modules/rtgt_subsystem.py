@@ -15,10 +15,10 @@ version_added: "0.1.0"
 description:
   - Makes sure the subsystem O(nqn) exists with the declared serial number, model number and
     O(allow_any_host), or does not exist.
-  - O(namespaces), O(hosts) and O(listeners) are reconciled to exactly what is declared:
+  - O(namespaces), O(hosts) and O(listeners) are reconciled to exactly what is declared;
     what is missing is added, what is not declared is removed. An option that is left out
     is not managed (its current entries stay); an empty list removes every entry.
-  - Changes are made in an order that never exposes a half-built subsystem: listeners that
+  - Changes are made in an order that never exposes a half-built subsystem. Listeners that
     go away are removed first, then hosts, C(allow_any_host), namespaces, and new listeners
     last.
 options:
@@ -101,13 +101,16 @@ options:
         default: ipv4
 extends_documentation_fragment:
   - rtgt.target.rpc
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: full
+  platform:
+    platforms: posix
 author:
-  - rtgt developers
+  - rtgt developers (@rtgt)
 """
 
 EXAMPLES = r"""
@@ -146,7 +149,11 @@ actions:
   returned: always
   type: list
   elements: dict
-  sample: [{"method": "nvmf_subsystem_add_host", "params": {"nqn": "nqn.2016-06.io.spdk:cnode1", "host": "nqn.2014-08.org.nvmexpress:uuid:2b0f5c9e-4b7a-4a8e-9d64-0d6f1c1e2a10"}}]
+  sample:
+    - method: nvmf_subsystem_add_host
+      params:
+        nqn: nqn.2016-06.io.spdk:cnode1
+        host: nqn.2014-08.org.nvmexpress:uuid:2b0f5c9e-4b7a-4a8e-9d64-0d6f1c1e2a10
 """
 
 import ipaddress
@@ -236,7 +243,7 @@ def view(sub):
         "hosts": sorted(h["nqn"] for h in sub.get("hosts", [])),
         "listeners": sorted(
             (listener_params(l) for l in sub.get("listen_addresses", [])),
-            key=lambda l: listener_key(l)),
+            key=listener_key),
     }
 
 
@@ -321,7 +328,7 @@ def plan(p, current):
                 calls.append(("nvmf_subsystem_add_listener",
                               {"nqn": nqn, "listen_address": listener_params(l)}))
         after["listeners"] = sorted((listener_params(l) for l in want_l.values()),
-                                    key=lambda l: listener_key(l))
+                                    key=listener_key)
     return calls, after
 
 

@@ -73,13 +73,16 @@ options:
     default: {}
 extends_documentation_fragment:
   - rtgt.target.rpc
+  - ansible.builtin.action_common_attributes
 attributes:
   check_mode:
     support: full
   diff_mode:
     support: full
+  platform:
+    platforms: posix
 author:
-  - rtgt developers
+  - rtgt developers (@rtgt)
 """
 
 EXAMPLES = r"""
@@ -165,7 +168,7 @@ def main():
     p = module.params
     trtype = p["trtype"].upper()
     declared = {"trtype": trtype}
-    for name, _ in NAMED:
+    for name, dummy in NAMED:
         if p[name] is not None:
             declared[name] = p[name]
     declared.update(p["options"] or {})
