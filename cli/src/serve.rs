@@ -88,6 +88,15 @@ pub struct ServeArgs {
     #[arg(long = "http-token", value_name = "TOKEN", requires = "http_listen")]
     http_token: Option<String>,
 
+    /// Like --http-token, with the token read from a file (so it does not show in `ps`).
+    #[arg(
+        long = "http-token-file",
+        value_name = "FILE",
+        requires = "http_listen",
+        conflicts_with = "http_token"
+    )]
+    http_token_file: Option<PathBuf>,
+
     /// Allow --rpc-listen / --http-listen on non-loopback addresses.
     #[arg(long = "rpc-allow-remote")]
     rpc_allow_remote: bool,
@@ -335,6 +344,21 @@ async fn serve(
     args: &ServeArgs,
     unix_opts: UnixOptions,
 ) -> Result<Vec<ServerHandle>, String> {
+    let token = match &args.http_token_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--http-token-file {}: {e}", path.display()))?;
+            let t = text.lines().next().unwrap_or_default().trim().to_string();
+            if t.is_empty() {
+                return Err(format!(
+                    "--http-token-file {}: the file is empty",
+                    path.display()
+                ));
+            }
+            Some(t)
+        }
+        None => args.http_token.clone(),
+    };
     let mut servers = vec![
         rpc::serve_unix(table.clone(), &args.rpc_socket, unix_opts)
             .await
@@ -357,7 +381,7 @@ async fn serve(
     }
     if let Some(addr) = args.http_listen {
         let opts = HttpOptions {
-            token: args.http_token.clone(),
+            token,
             allow_non_loopback: args.rpc_allow_remote,
             limits: Limits::default(),
         };

@@ -28,6 +28,7 @@ fn help_lists_serve_and_its_options() {
         "--rpc-listen",
         "--http-listen",
         "--http-token",
+        "--http-token-file",
         "--rpc-socket-mode",
     ] {
         assert!(text.contains(opt), "serve --help lacks {opt}");

@@ -4,12 +4,17 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+pub mod nvme_host;
+
 use fabric::{Fabric, Provider, SimNetwork};
 use serde_json::Value;
 use target_core::bdev::{Bdev, MallocBdev, MallocParams, NullBdev, NullParams};
 use target_core::reactor::{ReactorConfig, Reactors};
 use target_core::registry::TransportParams;
 use target_core::target::{AdrFam, ListenAddr, NsParams, SubsystemParams, Target};
+
+pub mod gate;
+pub mod srp_initiator;
 
 // The daemon links every transport; so do the tests.
 use transport_rdma as _;

@@ -395,6 +395,8 @@ fn tcp_and_http_endpoints_serve_the_same_methods() {
     let (tcp, http) = (free_port(), free_port());
     let tcp_addr = format!("127.0.0.1:{tcp}");
     let http_addr = format!("127.0.0.1:{http}");
+    let token_file = std::env::temp_dir().join(format!("rtgt-daemon-{}-token", std::process::id()));
+    std::fs::write(&token_file, "s3cret\n").unwrap();
     let d = Daemon::start(
         &sock,
         &[
@@ -402,8 +404,8 @@ fn tcp_and_http_endpoints_serve_the_same_methods() {
             &tcp_addr,
             "--http-listen",
             &http_addr,
-            "--http-token",
-            "s3cret",
+            "--http-token-file",
+            token_file.to_str().unwrap(),
         ],
     );
     ok(
@@ -444,6 +446,7 @@ fn tcp_and_http_endpoints_serve_the_same_methods() {
     assert!(resp.starts_with("HTTP/1.1 200"), "{resp}");
     assert!(resp.contains("SPDK v"), "{resp}");
     assert!(d.stop().0.success());
+    let _ = std::fs::remove_file(&token_file);
 }
 
 #[test]
@@ -474,5 +477,18 @@ fn without_an_rdma_device_the_rdma_fabric_still_starts() {
             .unwrap()
             .is_empty()
     );
+    let no_devices = std::fs::read_dir("/sys/class/infiniband")
+        .map(|mut d| d.next().is_none())
+        .unwrap_or(true);
+    if no_devices {
+        let (code, message) = rpc(
+            &d.sock,
+            "nvmf_create_transport",
+            Some(json!({"trtype": "RDMA"})),
+        )
+        .unwrap_err();
+        assert_eq!(code, -32603);
+        assert!(message.contains("no RDMA device"), "{message}");
+    }
     assert!(d.stop().0.success());
 }

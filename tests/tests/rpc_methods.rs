@@ -1066,3 +1066,94 @@ fn keyring_keys_are_checked_listed_and_saved() {
     );
     let _ = std::fs::remove_file(&path);
 }
+
+#[test]
+fn rdma_transport_listeners_through_the_methods() {
+    let r = Rig::runtime();
+    assert_eq!(
+        r.ok(
+            "nvmf_create_transport",
+            json!({"trtype": "RDMA", "max_io_size": 131072, "in_capsule_data_size": 8192,
+                    "io_unit_size": 8192, "c2h_success": true, "sock_priority": 0})
+        ),
+        json!(true)
+    );
+    assert_code(
+        &r.err("nvmf_create_transport", json!({"trtype": "rdma"})),
+        -32603,
+        "already exists",
+    );
+    let tr = r.ok("nvmf_get_transports", json!({"trtype": "rdma"}));
+    assert_eq!(tr[0]["trtype"], "RDMA");
+    assert_eq!(tr[0]["max_io_size"], 131072);
+    r.malloc("Malloc0");
+    r.subsystem(NQN);
+    r.ok(
+        "nvmf_subsystem_add_ns",
+        json!({"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}}),
+    );
+    let addr = json!({"trtype": "rdma", "traddr": rtgt_tests::TARGET_IP, "trsvcid": "4420"});
+    assert_eq!(
+        r.ok(
+            "nvmf_subsystem_add_listener",
+            json!({"nqn": NQN, "listen_address": addr, "secure_channel": false})
+        ),
+        json!(true)
+    );
+    assert_code(
+        &r.err(
+            "nvmf_subsystem_add_listener",
+            json!({"nqn": NQN, "listen_address": addr}),
+        ),
+        -32602,
+        "already exists",
+    );
+    assert_code(
+        &r.err(
+            "nvmf_subsystem_add_listener",
+            json!({"nqn": NQN, "listen_address":
+                      {"trtype": "rdma", "traddr": "10.9.9.9", "trsvcid": "4420"}}),
+        ),
+        -32602,
+        "10.9.9.9",
+    );
+    let want = json!({"trtype": "RDMA", "adrfam": "IPv4", "traddr": rtgt_tests::TARGET_IP,
+                      "trsvcid": "4420"});
+    assert_eq!(
+        r.ok("nvmf_subsystem_get_listeners", json!({"nqn": NQN})),
+        json!([{"address": want}])
+    );
+    assert_eq!(
+        r.ok("nvmf_get_subsystems", json!({"nqn": NQN}))[0]["listen_addresses"],
+        json!([want])
+    );
+    r.ok(
+        "nvmf_subsystem_add_listener",
+        json!({"nqn": "nqn.2014-08.org.nvmexpress.discovery", "listen_address": addr}),
+    );
+    let stats = r.ok("nvmf_get_stats", Value::Null);
+    assert_eq!(stats["poll_groups"][0]["transports"][0]["trtype"], "RDMA");
+
+    // Transport, namespaces and both listeners survive save → load → save.
+    let saved = r.save();
+    let text = serde_json::to_string_pretty(&saved).unwrap();
+    drop(r);
+    let b = Rig::new(RpcState::Startup);
+    let cfg = load::parse(&text).unwrap();
+    b.tt.rt.block_on(load::apply(&b.table, &cfg)).unwrap();
+    b.state.set(RpcState::Runtime);
+    b.tt.rt.block_on(load::apply(&b.table, &cfg)).unwrap();
+    assert_eq!(serde_json::to_string_pretty(&b.save()).unwrap(), text);
+
+    assert_eq!(
+        b.ok(
+            "nvmf_subsystem_remove_listener",
+            json!({"nqn": NQN, "listen_address": addr})
+        ),
+        json!(true)
+    );
+    assert_eq!(
+        b.ok("nvmf_subsystem_get_listeners", json!({"nqn": NQN})),
+        json!([])
+    );
+}

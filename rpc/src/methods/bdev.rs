@@ -197,7 +197,8 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
         get_iostat,
     )?;
     // rtgt's bdevs need no examination: creation completes before the RPC answers.
-    m.register(
+    super::add_sync(
+        m,
         "bdev_wait_for_examine",
         StateMask::RUNTIME,
         |p: crate::Params<'_>, _: &Rtgt| {

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use target_core::reactor::format_cpumask;
 
-use super::{Rtgt, add, config};
+use super::{Rtgt, add, add_sync, config};
 use crate::params::{Decode, no_params};
 use crate::{Methods, Params, RegisterError, RpcError, StateMask};
 
@@ -37,7 +37,8 @@ struct GetConfig {
 }
 
 pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
-    m.register(
+    add_sync(
+        m,
         "framework_get_subsystems",
         StateMask::RUNTIME,
         |p: Params<'_>, _: &Rtgt| {
@@ -65,7 +66,8 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
         },
     )?;
 
-    m.register(
+    add_sync(
+        m,
         "framework_get_reactors",
         StateMask::RUNTIME,
         |p: Params<'_>, ctx: &Rtgt| {

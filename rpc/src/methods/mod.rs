@@ -138,6 +138,24 @@ where
     Ok(())
 }
 
+/// Registers a synchronous method (one that never waits) whose errors are logged with the
+/// method name.
+pub(crate) fn add_sync<R, F>(
+    m: &mut Methods<Rtgt>,
+    name: &'static str,
+    mask: StateMask,
+    f: F,
+) -> Result<(), RegisterError>
+where
+    R: Serialize + 'static,
+    F: Fn(crate::Params<'_>, &Rtgt) -> RpcResult<R> + Send + Sync + 'static,
+{
+    m.register(name, mask, move |p: crate::Params<'_>, ctx: &Rtgt| {
+        f(p, ctx).inspect_err(|e| log_failure(name, e))
+    })?;
+    Ok(())
+}
+
 /// Logs a failed call: `warn` for what the caller got wrong, `error` for internal failures.
 pub(crate) fn log_failure(method: &str, e: &RpcError) {
     if e.code == crate::codes::INTERNAL_ERROR {

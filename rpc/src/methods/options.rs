@@ -383,7 +383,8 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
             Ok(true)
         },
     )?;
-    m.register(
+    super::add_sync(
+        m,
         "keyring_get_keys",
         StateMask::RUNTIME,
         |p: Params<'_>, ctx: &Rtgt| {

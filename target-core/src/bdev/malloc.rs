@@ -1,12 +1,11 @@
 //! `malloc`: a RAM disk.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use fabric::mem::DmaRegion;
 use serde_json::json;
 
-use super::{Bdev, BdevChannel, BdevError, BdevIo, BdevOp, IoStatus, IoType};
+use super::{Bdev, BdevChannel, BdevError, BdevIo, BdevOp, Completed, IoStatus, IoType};
 
 /// Parameters of `bdev_malloc_create`.
 #[derive(Debug, Clone)]
@@ -112,7 +111,7 @@ impl Bdev for MallocBdev {
         Ok(Box::new(MallocChannel {
             mem: Arc::clone(&self.mem),
             block_size: self.params.block_size as usize,
-            done: VecDeque::with_capacity(256),
+            done: Completed::with_capacity(256),
         }))
     }
     fn config(&self) -> serde_json::Value {
@@ -138,7 +137,7 @@ impl Bdev for MallocBdev {
 struct MallocChannel {
     mem: Arc<DmaRegion>,
     block_size: usize,
-    done: VecDeque<Box<BdevIo>>,
+    done: Completed,
 }
 
 impl MallocChannel {
@@ -221,18 +220,12 @@ impl MallocChannel {
 impl BdevChannel for MallocChannel {
     fn submit(&mut self, mut io: Box<BdevIo>) -> Result<(), Box<BdevIo>> {
         io.status = self.execute(&mut io);
-        self.done.push_back(io);
+        self.done.push(io);
         Ok(())
     }
 
     fn poll(&mut self, done: &mut dyn FnMut(Box<BdevIo>)) -> usize {
-        let n = self.done.len();
-        for _ in 0..n {
-            if let Some(io) = self.done.pop_front() {
-                done(io);
-            }
-        }
-        n
+        self.done.drain(done)
     }
 
     fn outstanding(&self) -> usize {

@@ -295,6 +295,36 @@ pub trait BdevChannel {
     fn outstanding(&self) -> usize;
 }
 
+/// Completions of a backend that finishes each I/O during `submit`, handed out by `poll` (so a
+/// caller never sees its completion re-entrantly, from inside its own submit).
+#[derive(Debug, Default)]
+pub(crate) struct Completed(std::collections::VecDeque<Box<BdevIo>>);
+
+impl Completed {
+    pub(crate) fn with_capacity(n: usize) -> Self {
+        Self(std::collections::VecDeque::with_capacity(n))
+    }
+
+    pub(crate) fn push(&mut self, io: Box<BdevIo>) {
+        self.0.push_back(io);
+    }
+
+    /// Hands out what completed before this call; returns how many.
+    pub(crate) fn drain(&mut self, done: &mut dyn FnMut(Box<BdevIo>)) -> usize {
+        let n = self.0.len();
+        for _ in 0..n {
+            if let Some(io) = self.0.pop_front() {
+                done(io);
+            }
+        }
+        n
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
 /// A channel with statistics and range checks in front of a backend channel.
 pub struct IoChannel {
     bdev: Arc<dyn Bdev>,

@@ -1,12 +1,11 @@
 //! `null`: a device that discards writes and leaves read buffers untouched, for benchmarks.
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 use serde_json::json;
 
 use super::malloc::check_block_size;
-use super::{Bdev, BdevChannel, BdevError, BdevIo, IoStatus, IoType};
+use super::{Bdev, BdevChannel, BdevError, BdevIo, Completed, IoStatus, IoType};
 
 /// Parameters of `bdev_null_create`.
 #[derive(Debug, Clone)]
@@ -75,7 +74,7 @@ impl Bdev for NullBdev {
     }
     fn open_channel(&self) -> Result<Box<dyn BdevChannel>, BdevError> {
         Ok(Box::new(NullChannel {
-            done: VecDeque::with_capacity(256),
+            done: Completed::with_capacity(256),
         }))
     }
     fn config(&self) -> serde_json::Value {
@@ -97,24 +96,18 @@ impl Bdev for NullBdev {
 }
 
 struct NullChannel {
-    done: VecDeque<Box<BdevIo>>,
+    done: Completed,
 }
 
 impl BdevChannel for NullChannel {
     fn submit(&mut self, mut io: Box<BdevIo>) -> Result<(), Box<BdevIo>> {
         io.status = IoStatus::Success;
-        self.done.push_back(io);
+        self.done.push(io);
         Ok(())
     }
 
     fn poll(&mut self, done: &mut dyn FnMut(Box<BdevIo>)) -> usize {
-        let n = self.done.len();
-        for _ in 0..n {
-            if let Some(io) = self.done.pop_front() {
-                done(io);
-            }
-        }
-        n
+        self.done.drain(done)
     }
 
     fn outstanding(&self) -> usize {
