@@ -20,6 +20,7 @@ NQN = "nqn.2016-06.io.spdk:cnode1"
 HOSTNQN = "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555"
 HOSTNQN2 = "nqn.2014-08.org.nvmexpress:uuid:66666666-7777-8888-9999-000000000000"
 SIM_ADDR = "10.0.0.1"  # the target device of `rtgt serve --fabric sim`
+READY = "rtgt ready: JSON-RPC on"  # logged by rtgt serve once every endpoint serves
 
 
 def find_binary() -> Optional[Path]:
@@ -62,6 +63,7 @@ class Daemon:
 
     def start(self, timeout: float = 20.0) -> "Daemon":
         self.log = open(self.log_path, "ab")
+        offset = self.log.tell()
         self.proc = subprocess.Popen(self.command(), stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
@@ -70,13 +72,10 @@ class Daemon:
                     f"rtgt serve exited with {self.proc.returncode} before its socket appeared:\n"
                     + self.read_log()
                 )
-            if os.path.exists(self.sock):
-                try:
-                    with socket.socket(socket.AF_UNIX) as s:
-                        s.connect(self.sock)
-                    return self
-                except OSError:
-                    pass
+            # Not the socket file: rtgt serve briefly serves it once to probe the lock before
+            # applying its configuration, and a client connecting then is reset.
+            if READY in self.read_log(offset) and os.path.exists(self.sock):
+                return self
             time.sleep(0.01)
         self.stop()
         raise RuntimeError(f"rtgt serve did not open {self.sock} within {timeout} s:\n" + self.read_log())
@@ -99,9 +98,13 @@ class Daemon:
         self.log.close()
         return self.returncode
 
-    def read_log(self) -> str:
+    def read_log(self, offset: Optional[int] = None) -> str:
+        """The log from byte ``offset`` on, or its last 8000 characters."""
         try:
-            return self.log_path.read_text(errors="replace")[-8000:]
+            data = self.log_path.read_bytes()
+            if offset is not None:
+                return data[offset:].decode(errors="replace")
+            return data.decode(errors="replace")[-8000:]
         except OSError:
             return ""
 

@@ -33,12 +33,17 @@ sock="$work/rtgt.sock"
 image="$work/disk.img"
 truncate -s 4M "$image"
 
+starts=0
 start_daemon() {  # $1: socket path
-  "$RTGT_BIN" serve -r "$1" --fabric sim >>"$work/rtgt.log" 2>&1 &
+  starts=$((starts + 1))
+  log="$work/rtgt.$starts.log"
+  "$RTGT_BIN" serve -r "$1" --fabric sim >"$log" 2>&1 &
   pid=$!
   for _ in $(seq 1 500); do
-    [ -S "$1" ] && return 0
-    kill -0 "$pid" 2>/dev/null || { cat "$work/rtgt.log"; echo "rtgt serve exited" >&2; return 1; }
+    # Wait for the ready line, not the socket: rtgt serve serves the socket briefly once to
+    # probe its lock before applying its configuration.
+    [ -S "$1" ] && grep -q "rtgt ready: JSON-RPC on $1" "$log" && return 0
+    kill -0 "$pid" 2>/dev/null || { cat "$log"; echo "rtgt serve exited" >&2; return 1; }
     sleep 0.02
   done
   echo "rtgt serve did not create $1" >&2
