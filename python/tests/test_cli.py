@@ -270,3 +270,17 @@ def test_raw_call(daemon):
     assert json.loads(ok(daemon, "call", "bdev_null_create", '{"name": "R0", "num_blocks": 8, "block_size": 512}')) == "R0"
     line = fails(daemon, "call", "no_such_method")
     assert line == "rtgt-rpc: no_such_method: Method not found (code -32601)"
+
+
+def test_srp_transport_with_its_own_options(daemon):
+    r = run_rpc("nvmf_create_transport", "-t", "SRP", "--opt", "max_req_size=4096", "--opt", "immediate_data=false",
+                sock=daemon.sock)
+    if r.returncode and "Invalid transport type 'SRP'" in r.stderr:
+        pytest.skip("rtgt has no SRP transport yet (branch srp not merged)")
+    assert r.returncode == 0, r.stderr
+    (t,) = json.loads(ok(daemon, "nvmf_get_transports", "--trtype", "SRP"))
+    assert (t["trtype"], t["max_req_size"], t["immediate_data"]) == ("SRP", 4096, False)
+    ok(daemon, "nvmf_create_subsystem", NQN, "-a")
+    ok(daemon, "nvmf_subsystem_add_listener", NQN, "-t", "srp", "-a", SIM_ADDR, "-s", "5555")
+    (la,) = subsystem(daemon)["listen_addresses"]
+    assert (la["trtype"], la["traddr"], la["trsvcid"]) == ("SRP", SIM_ADDR, "5555")
