@@ -10,7 +10,6 @@ import pytest
 
 from helpers import Daemon, find_binary
 
-RDMA_MISSING = "Invalid transport type 'RDMA'"
 
 
 def pytest_sessionstart(session):
@@ -63,14 +62,6 @@ def client(daemon):
 
 @pytest.fixture
 def rdma(client):
-    """Creates the RDMA transport on the test's daemon, or skips the test when this rtgt
-    build has no RDMA transport yet (set RTGT_REQUIRE_RDMA=1 to fail instead)."""
-    import rtgt
-
-    try:
-        client.call("nvmf_create_transport", {"trtype": "RDMA"})
-    except rtgt.RpcError as e:
-        if RDMA_MISSING in e.message and os.environ.get("RTGT_REQUIRE_RDMA") != "1":
-            pytest.skip("rtgt has no RDMA transport yet (branch rdma not merged)")
-        raise
+    """Creates the RDMA transport on the test's daemon (every rtgt build links it)."""
+    client.call("nvmf_create_transport", {"trtype": "RDMA"})
     return "RDMA"
