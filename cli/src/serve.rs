@@ -245,16 +245,14 @@ async fn rpc_main(
         .map_err(|e| format!("method table: {e}"))?;
     let table = methods.build();
 
-    // Fail fast if another instance owns the socket, before touching any configuration.
+    // Fail fast if another instance owns the socket, before touching any configuration; keep
+    // the lock so nobody takes the socket while the configuration is applied. The socket itself
+    // appears only once the target is configured, so a client that sees it meets a ready target.
     let unix_opts = UnixOptions {
         mode: args.rpc_socket_mode,
         ..UnixOptions::default()
     };
-    rpc::serve_unix(table.clone(), &args.rpc_socket, unix_opts.clone())
-        .await
-        .map_err(|e| e.to_string())?
-        .shutdown()
-        .await;
+    let lock = rpc::SocketLock::acquire(&args.rpc_socket).map_err(|e| e.to_string())?;
 
     let outcome = tokio::select! {
         r = configure(&table, &state, config, args.wait_for_rpc, stop_tx.clone()) => r,
@@ -264,7 +262,7 @@ async fn rpc_main(
     let mut servers = Vec::new();
     let stop = match outcome {
         Err(stop) => stop,
-        Ok(()) => match serve(&table, &args, unix_opts).await {
+        Ok(()) => match serve(&table, &args, lock, unix_opts).await {
             Err(e) => Stop::Failed(e),
             Ok(s) => {
                 servers = s;
@@ -342,6 +340,7 @@ async fn configure(
 async fn serve(
     table: &MethodTable,
     args: &ServeArgs,
+    lock: rpc::SocketLock,
     unix_opts: UnixOptions,
 ) -> Result<Vec<ServerHandle>, String> {
     let token = match &args.http_token_file {
@@ -360,7 +359,7 @@ async fn serve(
         None => args.http_token.clone(),
     };
     let mut servers = vec![
-        rpc::serve_unix(table.clone(), &args.rpc_socket, unix_opts)
+        rpc::serve_unix_locked(table.clone(), lock, unix_opts)
             .await
             .map_err(|e| e.to_string())?,
     ];
