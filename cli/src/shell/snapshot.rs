@@ -297,13 +297,9 @@ fn qpair_node(q: &Value) -> Node {
     if let Some(t) = q["thread"].as_str() {
         let _ = write!(label, "  on {t}");
     }
-    if srp {
-        if let Some(i) = q["initiator_port_id"].as_str() {
-            let _ = write!(label, "  initiator {i}");
-        }
-        if let Some(n) = q["outstanding"].as_u64() {
-            let _ = write!(label, "  outstanding {n}");
-        }
+    // A channel's initiator is its session's; what it has in flight is its own.
+    if srp && let Some(n) = q["outstanding"].as_u64() {
+        let _ = write!(label, "  outstanding {n}");
     }
     Node::new(label)
 }
@@ -537,7 +533,7 @@ rtgt
         ├── listeners  (none)
         └── connections  (1)
             └── session 7  initiator 0x00000000000000005254001234567890
-                └── channel 3  live  initiator 0x00000000000000005254001234567890  outstanding 2
+                └── channel 3  live  outstanding 2
 ";
         assert_eq!(out, expect, "\n{out}");
     }
