@@ -69,10 +69,43 @@ impl std::fmt::Display for ExecError {
 
 impl std::error::Error for ExecError {}
 
-/// Pretty JSON with `indent` spaces (rpc.py's `indent=2` look), or compact when `None`.
+/// Python's `json.dumps` without indent: one line, `", "` and `": "` between items.
+struct PyCompact;
+
+impl serde_json::ser::Formatter for PyCompact {
+    fn begin_array_value<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+
+    fn begin_object_key<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> std::io::Result<()> {
+        if first { Ok(()) } else { w.write_all(b", ") }
+    }
+
+    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        w.write_all(b": ")
+    }
+}
+
+/// JSON as rpc.py's `json.dump` writes it: with `indent` spaces, or on one line (Python's
+/// separators) when `None`. ASCII output is byte-identical to rpc.py's.
 pub fn to_json(v: &Value, indent: Option<usize>) -> String {
     match indent {
-        None => v.to_string(),
+        None => {
+            let mut out = Vec::new();
+            let mut ser = serde_json::Serializer::with_formatter(&mut out, PyCompact);
+            match v.serialize(&mut ser) {
+                Ok(()) => String::from_utf8(out).unwrap_or_default(),
+                Err(_) => v.to_string(),
+            }
+        }
         Some(n) => {
             let pad = vec![b' '; n];
             let mut out = Vec::new();
@@ -482,7 +515,7 @@ mod tests {
             to_json(&v, Some(2)),
             "{\n  \"a\": [\n    1,\n    {\n      \"b\": true\n    }\n  ],\n  \"c\": {}\n}"
         );
-        assert_eq!(to_json(&v, None), r#"{"a":[1,{"b":true}],"c":{}}"#);
+        assert_eq!(to_json(&v, None), r#"{"a": [1, {"b": true}], "c": {}}"#);
         assert!(to_json(&v, Some(4)).contains("\n    \"a\""));
     }
 

@@ -50,8 +50,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cmd =
-        Cli::command().mut_subcommand("rpc", |c| c.after_long_help(rtgt::cmd::methods_help()));
+    let cmd = Cli::command().mut_subcommand("rpc", |c| c.after_help(rtgt::cmd::methods_help()));
     let cli = match Cli::from_arg_matches(&cmd.get_matches()) {
         Ok(c) => c,
         Err(e) => e.exit(),

@@ -347,17 +347,21 @@ const ADRFAMS: &[&str] = &["ipv4", "ipv6", "ib", "fc", "intra_host"];
 /// `listen_address`).
 #[rustfmt::skip]
 macro_rules! listener_args {
-    ($($extra:expr),* $(,)?) => {
+    (@ [$($head:expr),*] [$($mid:expr),*] [$($extra:expr),*]) => {
         &[
+            $($head,)*
             NQN,
             o('t', "trtype", "trtype", Str, "NVMe-oF transport type: e.g., rdma").req().comp(Complete::Transport),
             o('a', "traddr", "traddr", Str, "NVMe-oF transport address: e.g., an ip address").req().comp(Complete::Traddr),
-            TGT_P,
+            $($mid,)*
             o('f', "adrfam", "adrfam", Choice(ADRFAMS), "NVMe-oF transport adrfam: ipv4, ipv6, ib, fc"),
             o('s', "trsvcid", "trsvcid", Str, "NVMe-oF transport service id: e.g., a port number").comp(Complete::Trsvcid),
             $($extra),*
         ]
     };
+    // rpc.py's add_listener puts `tgt_name` first (apply_defaults), remove_listener does not.
+    (tgt_first; $($extra:expr),* $(,)?) => { listener_args!(@ [TGT_P] [] [$($extra),*]) };
+    ($($extra:expr),* $(,)?) => { listener_args!(@ [] [TGT_P] [$($extra),*]) };
 }
 
 /// Every method rtgt implements, plus rpc.py's client-side configuration commands.
@@ -657,7 +661,7 @@ pub const METHODS: &[MethodSpec] = &[
         l("admin-label", "admin_label", Str, "Admin label (4-256 ASCII characters)"),
     ]),
     m("nvmf_delete_subsystem", "Delete a subsystem", &[NQN, TGT_T]),
-    discovery(grouped(m("nvmf_subsystem_add_listener", "Add a listener to a subsystem", listener_args![
+    discovery(grouped(m("nvmf_subsystem_add_listener", "Add a listener to a subsystem", listener_args![tgt_first;
         o('k', "secure-channel", "secure_channel", Flag, "Require a secure channel (rtgt: not supported)"),
         o('n', "ana-state", "ana_state", Choice(ANA_STATES), "ANA state"),
         o('S', "sock-impl", "sock_impl", Str, "Socket implementation (TCP)"),
