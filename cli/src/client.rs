@@ -516,7 +516,7 @@ mod tests {
         }
         drop(c);
         server.join().unwrap();
-        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -539,5 +539,6 @@ mod tests {
             text.contains("cannot connect to") && text.contains("quiet.sock"),
             "{text}"
         );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -74,7 +74,8 @@ fn ls_shows_nvme_controllers_and_their_queue_pairs() {
     let env = NvmfEnv::new(2, json!({}));
     env.subsystem(NQN, true, 1024, 512);
     let ctrl = env.connect(env.opts(NQN)).expect("connect");
-    let sock = common::temp_dir("ls-nvme").join("rpc.sock");
+    let dir = common::temp_dir("ls-nvme");
+    let sock = dir.join("rpc.sock");
     let stop = serve(&env.t.target, &sock);
 
     let tree = ls(sock.clone(), NQN);
@@ -108,7 +109,8 @@ fn ls_shows_nvme_controllers_and_their_queue_pairs() {
 fn ls_shows_srp_sessions_and_channels() {
     let fx = SrpFixture::new(2, json!({}), 1, 1024);
     let ini = fx.login(0x5254_0012_3456_7890);
-    let sock = common::temp_dir("ls-srp").join("rpc.sock");
+    let dir = common::temp_dir("ls-srp");
+    let sock = dir.join("rpc.sock");
     let stop = serve(&fx.t.target, &sock);
 
     let tree = ls(sock, &fx.nqn);

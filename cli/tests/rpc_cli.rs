@@ -478,7 +478,8 @@ fn completion_scripts() {
     ] {
         assert!(r.stdout.contains(needle), "bash script lacks {needle}");
     }
-    let file = common::temp_dir("bash").join("rtgt.bash");
+    let dir = common::temp_dir("bash");
+    let file = dir.join("rtgt.bash");
     std::fs::write(&file, &r.stdout).unwrap();
     let syntax = std::process::Command::new("bash")
         .arg("-n")

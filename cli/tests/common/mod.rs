@@ -17,13 +17,30 @@ pub fn bin() -> &'static str {
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
 
+/// A temporary directory, removed when dropped.
+pub struct TempDir(PathBuf);
+
+impl std::ops::Deref for TempDir {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// A fresh temporary directory for one test.
-pub fn temp_dir(tag: &str) -> PathBuf {
+pub fn temp_dir(tag: &str) -> TempDir {
     let n = SEQ.fetch_add(1, Ordering::Relaxed);
     let d = std::env::temp_dir().join(format!("rtgt-cli-{}-{tag}-{n}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).expect("temp dir");
-    d
+    TempDir(d)
 }
 
 /// A free loopback TCP port (bound and released; good enough for tests).
@@ -37,7 +54,7 @@ pub fn free_port() -> u16 {
 pub struct Daemon {
     child: Child,
     pub sock: PathBuf,
-    pub dir: PathBuf,
+    pub dir: TempDir,
     pub tcp_port: Option<u16>,
 }
 
@@ -118,22 +135,17 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        // A clean SIGTERM shutdown (socket and lock file removed); kill(1) keeps this free of
-        // unsafe code.
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
+        // A clean shutdown (socket and lock file removed), asked for over RPC.
+        let _ = self.rpc(&["spdk_kill_instance", "SIGTERM"]);
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
-                let _ = std::fs::remove_dir_all(&self.dir);
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
@@ -174,9 +186,4 @@ pub fn run(args: &[&str], input: Option<&str>) -> Run {
 
 fn rtgt_ok(args: &[&str]) -> bool {
     run(args, None).code == 0
-}
-
-/// Whether `p` exists.
-pub fn exists(p: &Path) -> bool {
-    p.exists()
 }
