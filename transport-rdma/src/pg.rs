@@ -21,6 +21,7 @@
 
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -57,6 +58,25 @@ const WC_PER_POLL: usize = 256;
 const TIMER_PERIOD: Duration = Duration::from_millis(200);
 /// Smallest completion queue.
 const MIN_CQE: u32 = 16384;
+
+/// Hashes queue pair numbers (looked up per received command with a shared receive queue):
+/// one multiplication instead of SipHash.
+#[derive(Default)]
+struct QpnHasher(u64);
+
+impl Hasher for QpnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
 
 /// A connection handed over by the acceptor.
 pub(crate) struct NewConn {
@@ -184,7 +204,7 @@ pub struct RdmaPg {
     reactor: usize,
     devs: Vec<Option<DevPoller>>,
     qpairs: Slab<Qpair>,
-    by_qpn: HashMap<u32, u32>,
+    by_qpn: HashMap<u32, u32, BuildHasherDefault<QpnHasher>>,
     by_cm: HashMap<u64, u32>,
     reqs: Slab<Req>,
     recvs: Slab<Recv>,
@@ -226,7 +246,7 @@ impl RdmaPg {
             reactor: core.index(),
             devs: (0..ndev).map(|_| None).collect(),
             qpairs: Slab::new(),
-            by_qpn: HashMap::new(),
+            by_qpn: HashMap::default(),
             by_cm: HashMap::new(),
             reqs: Slab::new(),
             recvs: Slab::new(),
@@ -618,6 +638,13 @@ impl RdmaPg {
         let qp = &mut self.qpairs[qk as usize];
         if let Err(e) = qp.id.disconnect() {
             tracing::debug!("rdma_disconnect: {e}");
+        }
+        // Make sure of the error state even if the connection manager refused (the marker
+        // below must flush, never execute).
+        if let Some(q) = qp.qp.as_ref()
+            && let Err(e) = q.modify_to_error()
+        {
+            tracing::debug!("modify to error: {e}");
         }
         let marker = SendWr::rdma_write(K_MARKER | u64::from(qk), SgeList::new(), 0, 0);
         let posted = qp

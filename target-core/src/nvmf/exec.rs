@@ -198,11 +198,13 @@ pub fn execute(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) -> Outcom
     if q.is_closing() {
         return complete(q, req, Status::ABORTED_SQ_DELETION);
     }
-    match q.role.clone() {
-        QueueRole::Unconnected => connect(cx, q, req),
-        QueueRole::Admin(c) => admin(cx, q, req, &c),
-        QueueRole::Io(_) => io_cmd(cx, q, req),
-    }
+    // No Arc clone on the I/O path: the controller's reference count is shared by reactors.
+    let admin_ctrl = match &q.role {
+        QueueRole::Unconnected => return connect(cx, q, req),
+        QueueRole::Io(_) => return io_cmd(cx, q, req),
+        QueueRole::Admin(c) => Arc::clone(c),
+    };
+    admin(cx, q, req, &admin_ctrl)
 }
 
 /// The data buffer of an admin command or a Connect, as one slice.
