@@ -8,7 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabric::{CmEvent, CmEventKind, CmId, ConnectRequest, EventChannel};
+use fabric::{
+    AsyncElement, AsyncEventKind, CmEvent, CmEventKind, CmId, ConnectRequest, EventChannel,
+};
 use parking_lot::Mutex;
 use target_core::reactor::{PollStatus, PollerId};
 use target_core::registry::{PollGroupLoad, TransportError};
@@ -139,9 +141,10 @@ impl Acceptor {
         loads.get(best).map_or(0, |l| l.index)
     }
 
-    /// One acceptor poll: up to [`EVENT_BATCH`] events.
+    /// One acceptor poll: up to [`EVENT_BATCH`] connection-manager events, then the devices'
+    /// asynchronous events.
     pub fn poll(&self) -> usize {
-        let mut n = 0;
+        let mut n = self.async_events();
         while n < EVENT_BATCH {
             match self.channel.get_event() {
                 Ok(Some(ev)) => {
@@ -152,6 +155,55 @@ impl Acceptor {
                 Err(e) => {
                     tracing::error!("RDMA CM event channel: {e}");
                     break;
+                }
+            }
+        }
+        n
+    }
+
+    /// Reads every device's asynchronous events: a queue pair that hit a fatal error is closed
+    /// by its poll group (its completions fail too; this only makes it prompt), the rest is
+    /// logged. Reading them also keeps the kernel's event queue from growing.
+    fn async_events(&self) -> usize {
+        let mut n = 0;
+        for (d, dev) in self.sh.devices.iter().enumerate() {
+            for _ in 0..EVENT_BATCH {
+                let ev = match dev.device.get_async_event() {
+                    Ok(Some(ev)) => ev,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::debug!(device = dev.name, "async event: {e}");
+                        break;
+                    }
+                };
+                n += 1;
+                match (ev.kind, ev.element) {
+                    (
+                        AsyncEventKind::QpFatal
+                        | AsyncEventKind::QpReqErr
+                        | AsyncEventKind::QpAccessErr,
+                        AsyncElement::Qp(qpn),
+                    ) => {
+                        tracing::warn!(device = dev.name, qpn, "queue pair error: {:?}", ev.kind);
+                        let Some(pg) = self.sh.qp_routes.lock().get(&(d, qpn)).copied() else {
+                            continue;
+                        };
+                        let index = self.sh.index;
+                        let _ = self.sh.reactors.send_ctrl(pg, move |rctx| {
+                            with_transport_pg::<RdmaPg, _>(rctx, index, |pg, core| {
+                                pg.qp_fatal(core, d, qpn)
+                            });
+                        });
+                    }
+                    (AsyncEventKind::QpLastWqeReached | AsyncEventKind::CommEstablished, _) => {
+                        tracing::trace!(device = dev.name, "async event {:?}", ev.kind);
+                    }
+                    (AsyncEventKind::DeviceFatal, _) => {
+                        tracing::error!(device = dev.name, "RDMA device failed");
+                    }
+                    (kind, el) => {
+                        tracing::debug!(device = dev.name, "async event {kind:?} on {el:?}")
+                    }
                 }
             }
         }

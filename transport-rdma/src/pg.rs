@@ -282,6 +282,15 @@ impl RdmaPg {
         }
     }
 
+    /// `(queue id, queue pair number)` of every live queue pair (tests and debugging).
+    pub fn queue_pairs(&self) -> Vec<(u16, u32)> {
+        self.qpairs
+            .iter()
+            .filter(|(_, q)| !q.closing)
+            .map(|(_, q)| (q.q.qid(), q.qp_num))
+            .collect()
+    }
+
     /// Registers the keep-alive timer poller on this reactor if it is not running.
     pub(crate) fn ensure_timer(rctx: &mut ReactorCtx, index: usize) {
         let need = with_transport_pg::<RdmaPg, _>(rctx, index, |pg, _| pg.timer.is_none());
@@ -590,6 +599,18 @@ impl RdmaPg {
         debug_assert_eq!(k, qk);
         self.by_qpn.insert(qp_num, qk);
         self.by_cm.insert(cm_handle, qk);
+        self.sh.qp_routes.lock().insert((d, qp_num), self.reactor);
+    }
+
+    /// The device reported a fatal error on a queue pair of this group.
+    pub(crate) fn qp_fatal(&mut self, core: &mut PgCore, dev: usize, qpn: u32) {
+        let Some(&qk) = self.by_qpn.get(&qpn) else {
+            return;
+        };
+        if self.qpairs[qk as usize].dev == dev {
+            self.start_close(core, qk);
+            self.flush(core);
+        }
     }
 
     /// A connection-manager event for one of this group's connections.
@@ -730,6 +751,7 @@ impl RdmaPg {
         self.by_qpn.remove(&qp.qp_num);
         self.by_cm.remove(&qp.cm_handle);
         self.sh.routes.lock().remove(&qp.cm_handle);
+        self.sh.qp_routes.lock().remove(&(qp.dev, qp.qp_num));
         if let Some(dp) = self.devs[qp.dev].as_mut() {
             dp.cq_used = dp.cq_used.saturating_sub(qp.cq_cost);
             dp.qpairs = dp.qpairs.saturating_sub(1);
@@ -1932,6 +1954,7 @@ impl TransportPollGroup for RdmaPg {
             self.by_qpn.remove(&qp.qp_num);
             self.by_cm.remove(&qp.cm_handle);
             self.sh.routes.lock().remove(&qp.cm_handle);
+            self.sh.qp_routes.lock().remove(&(qp.dev, qp.qp_num));
             qp.q.finish(core);
             qp.qp = None;
         }
