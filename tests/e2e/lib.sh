@@ -32,10 +32,11 @@
 : "${NVMET_PEER_NQN:=nqn.2014-08.org.rtgt:kernel-nvmet}"
 : "${NVMET_PEER_PORT:=4421}"                  # kernel peers have ports of their own, so that
 : "${SRPT_PEER_PORT:=5555}"                   # rtgt can run beside them
+: "${RTGT_SRP_PORT:=5556}"                    # the port rtgt's SRP scenarios listen on
 : "${NVME_CTRL_LOSS_TMO:=20}"
 export E2E_HOME E2E_IP E2E_PREFIXLEN E2E_NETDEV E2E_RDMA_DEV E2E_SRP_HOST E2E_HOSTID E2E_HOSTNQN \
   E2E_BIN E2E_SCENARIO E2E_LOGDIR E2E_TRACE RTGT RTGT_SOCK RTGT_LOG RTGT_NVME_PORT \
-  NVMET_PEER_NQN NVMET_PEER_PORT SRPT_PEER_PORT
+  NVMET_PEER_NQN NVMET_PEER_PORT SRPT_PEER_PORT RTGT_SRP_PORT
 export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
 
 # Loaded by /init at boot, in this order (crc32_generic before rdma_rxe). The kernel targets
@@ -508,6 +509,26 @@ srp_login() {
   echo "$dev"
 }
 e2e__has_srp_disk() { [ -n "$(srp_disks "$1")" ]; }
+
+# srp_port_guid NQN: the 16 hex digits of the SRP target port GUID rtgt derives from a
+# subsystem NQN when no srp_port_id is set (id_ext = ioc_guid = this value): FNV-1a-64 of the
+# NQN, top byte replaced by 0x02 (transport_srp::port_id::derived_guid).
+srp_port_guid() {
+  local s=$1 h=-3750763034362895579 i c   # 0xcbf29ce484222325 as a signed 64-bit value
+  for ((i = 0; i < ${#s}; i++)); do
+    printf -v c '%d' "'${s:i:1}"
+    h=$(( (h ^ c) * 1099511628211 ))
+  done
+  printf '%016x\n' $(( (h & 0x00ffffffffffffff) | (0x02 << 56) ))
+}
+
+# srp_login_spec NQN [PORT]: the add_target string for an rtgt subsystem (derived port id)
+# listening on $E2E_IP:PORT (default $RTGT_SRP_PORT).
+srp_login_spec() {
+  local g
+  g=$(srp_port_guid "$1")
+  echo "id_ext=$g,ioc_guid=$g,dest=$E2E_IP:${2:-$RTGT_SRP_PORT}"
+}
 
 # srp_logout_all: delete every SRP remote port and wait until they are gone.
 srp_logout_all() {

@@ -13,6 +13,9 @@ use target_core::reactor::{ReactorConfig, Reactors};
 use target_core::registry::TransportParams;
 use target_core::target::{AdrFam, ListenAddr, NsParams, SubsystemParams, Target};
 
+pub mod gate;
+pub mod srp_initiator;
+
 // The daemon links every transport; so do the tests.
 use transport_rdma as _;
 use transport_srp as _;

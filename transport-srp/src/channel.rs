@@ -15,10 +15,15 @@
 //! 2. *Close* once the CM is done with the connection (DREP received, DREQ answered and
 //!    TimeWait over, a reject, device removal) or at once for a forced close (port disabled,
 //!    subsystem deleted, QP error): move the QP to the error state, then post a zero-length
-//!    RDMA WRITE on the send queue and (without SRQ) a marker receive (state DRAINING).
-//! 3. When both markers have completed (success or flush: they are the last completions of
-//!    their queues) the channel is DISCONNECTED. Once its commands have finished, the session
-//!    is released; the channel is freed when its last reference goes.
+//!    RDMA WRITE on the send queue (state DRAINING). Its completion (success or flush) is the
+//!    last completion of the send queue.
+//! 3. The receive queue has no marker: receives posted to a queue pair in the error state are
+//!    never completed by rxe, so the runtime counts its posted receives instead and reports
+//!    [`Event::RecvsDrained`] once every one of them has completed (flushed) after the queue
+//!    pair entered the error state. With a shared receive queue there is nothing to count.
+//! 4. When the send-queue marker has completed and the receives are drained, the channel is
+//!    DISCONNECTED. Once its commands have finished, the session is released; the channel is
+//!    freed when its last reference goes.
 
 use arrayvec::ArrayVec;
 
@@ -112,8 +117,10 @@ pub enum Event {
         /// Completion status was success.
         ok: bool,
     },
-    /// The receive-queue marker completed (always a flush in practice).
-    RqMarkerDone,
+    /// Every receive posted to the channel's own receive queue has completed after the queue
+    /// pair entered the error state (the runtime counts them; accepted from DISCONNECTING on,
+    /// since `rdma_disconnect` already moves the queue pair to the error state).
+    RecvsDrained,
     /// Posting a drain marker failed: no completion will mark the end of the queues.
     MarkerPostFailed,
     /// A work completion other than a marker failed (with any status, including flush).
@@ -135,9 +142,8 @@ pub enum Action {
     /// Move the QP to the error state (flushes every posted work request).
     QpToError,
     /// Post the signalled zero-length RDMA WRITE marker: the last send-queue completion.
+    /// (The receive side is drained by counting; see [`Event::RecvsDrained`].)
     PostSqMarker,
-    /// Post the marker receive: the last receive-queue completion (not with SRQ).
-    PostRqMarker,
     /// Abort the outstanding commands: no more data transfers, no responses; each still
     /// reports [`Channel::command_finished`] when its bdev I/O is done.
     AbortOutstanding,
@@ -315,7 +321,6 @@ impl Credits {
 #[derive(Clone, Debug)]
 pub struct Channel {
     state: ChannelState,
-    srq: bool,
     close_reason: Option<CloseReason>,
     queued: u32,
     commands: u32,
@@ -334,7 +339,6 @@ impl Channel {
     pub fn new(credits: u32, srq: bool) -> Self {
         Channel {
             state: ChannelState::Connecting,
-            srq,
             close_reason: None,
             queued: 0,
             commands: 0,
@@ -421,16 +425,13 @@ impl Channel {
         }
     }
 
-    /// Enters DRAINING: QP to error and both markers.
+    /// Enters DRAINING: QP to error and the send-queue marker.
     fn close(&mut self, out: &mut Output) {
         self.set(ChannelState::Disconnecting, out);
         if self.set(ChannelState::Draining, out) {
             self.abort_outstanding(out);
             out.push(Action::QpToError);
             out.push(Action::PostSqMarker);
-            if !self.srq {
-                out.push(Action::PostRqMarker);
-            }
         }
     }
 
@@ -495,8 +496,8 @@ impl Channel {
                     self.check_drained(&mut out);
                 }
             }
-            Event::RqMarkerDone => {
-                if self.state == Draining {
+            Event::RecvsDrained => {
+                if self.state >= Disconnecting {
                     self.rq_drained = true;
                     self.check_drained(&mut out);
                 }
@@ -504,7 +505,6 @@ impl Channel {
             Event::MarkerPostFailed => {
                 if self.state == Draining {
                     self.sq_drained = true;
-                    self.rq_drained = true;
                     self.check_drained(&mut out);
                 }
             }

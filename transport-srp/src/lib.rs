@@ -8,9 +8,26 @@
 //! - [`channel`]: the per-channel state machine (CONNECTING → LIVE → DISCONNECTING → DRAINING →
 //!   DISCONNECTED) and credit accounting.
 //! - [`tm`]: task management planning.
+//!
+//! The runtime drives them on the target's reactors:
+//!
+//! - [`transport`]: registration as `SRP`, options ([`opts`]), RDMA CM listeners, and the
+//!   acceptor that decides logins and hands channels to poll groups.
+//! - `runtime`: the per-poll-group data path (channels, requests, buffers, completions).
+//! - [`sessions`]: the transport-wide nexus table and the sessions shown as controllers.
+//! - [`port_id`]: target port ids of subsystems and the initiator names allowed hosts take.
 
 pub mod channel;
 pub mod login;
 pub mod nexus;
+pub mod opts;
+pub mod port_id;
 pub mod proto;
+mod runtime;
+pub mod sessions;
 pub mod tm;
+pub mod transport;
+
+pub use opts::SrpOpts;
+pub use runtime::SrpPg;
+pub use transport::SrpTransport;

@@ -248,7 +248,7 @@ fn relogin_inquiry_read_and_lun_reset() {
     for c in [c0, c1] {
         t.channels[c].handle(Event::Disconnected);
         t.channels[c].handle(Event::SqMarkerDone { ok: false });
-        let out = t.channels[c].handle(Event::RqMarkerDone);
+        let out = t.channels[c].handle(Event::RecvsDrained);
         assert_eq!(
             out.actions.as_slice(),
             [Action::ReleaseSession, Action::FreeChannel]

@@ -19,12 +19,12 @@ fn states(o: &Output) -> Vec<ChannelState> {
     o.entered.to_vec()
 }
 
-const DRAIN: [Action; 3] = [QpToError, PostSqMarker, PostRqMarker];
+const DRAIN: [Action; 2] = [QpToError, PostSqMarker];
 
 /// Delivers both marker completions and returns the combined output.
 fn drain(ch: &mut Channel) -> Vec<Action> {
     let mut a = acts(&ch.handle(Event::SqMarkerDone { ok: false }));
-    a.extend(acts(&ch.handle(Event::RqMarkerDone)));
+    a.extend(acts(&ch.handle(Event::RecvsDrained)));
     a
 }
 
@@ -70,7 +70,7 @@ fn dreq_from_initiator_then_timewait() {
     assert_eq!(acts(&o), DRAIN);
     let o = ch.handle(Event::SqMarkerDone { ok: false });
     assert!(o.is_empty());
-    let o = ch.handle(Event::RqMarkerDone);
+    let o = ch.handle(Event::RecvsDrained);
     assert_eq!(states(&o), [Disconnected]);
     assert_eq!(acts(&o), [ReleaseSession, FreeChannel]);
     assert!(ch.is_freed());
@@ -132,10 +132,7 @@ fn close_during_connecting() {
     assert_eq!(ch.on_iu(IuKind::Cmd), IuDisposition::Queue);
     let o = ch.handle(Event::Close(CloseReason::PortDisabled));
     assert_eq!(states(&o), [Disconnecting, Draining]);
-    assert_eq!(
-        acts(&o),
-        [DropQueued, QpToError, PostSqMarker, PostRqMarker]
-    );
+    assert_eq!(acts(&o), [DropQueued, QpToError, PostSqMarker]);
     // RTU arriving late changes nothing.
     assert!(ch.handle(Event::Established).is_empty());
     assert_eq!(ch.on_iu(IuKind::Cmd), IuDisposition::Drop);
@@ -182,20 +179,20 @@ fn double_close_is_idempotent() {
     assert!(ch.handle(Event::SqMarkerDone { ok: false }).is_empty());
     assert!(ch.handle(Event::SqMarkerDone { ok: false }).is_empty());
     assert_eq!(
-        acts(&ch.handle(Event::RqMarkerDone)),
+        acts(&ch.handle(Event::RecvsDrained)),
         [ReleaseSession, FreeChannel]
     );
-    assert!(ch.handle(Event::RqMarkerDone).is_empty());
+    assert!(ch.handle(Event::RecvsDrained).is_empty());
     assert!(ch.handle(Event::MarkerPostFailed).is_empty());
 }
 
 #[test]
 fn marker_orders_and_flushes() {
-    // Receive marker first, then the send marker (success status is possible too).
+    // Receives drained first, then the send marker (success status is possible too).
     let mut ch = live(4);
     ch.handle(Event::Close(CloseReason::PortDisabled));
     assert!(ch.handle(Event::CompletionError).is_empty()); // flushed receives
-    assert!(ch.handle(Event::RqMarkerDone).is_empty());
+    assert!(ch.handle(Event::RecvsDrained).is_empty());
     assert!(ch.handle(Event::CompletionError).is_empty()); // flushed sends
     assert_eq!(
         acts(&ch.handle(Event::SqMarkerDone { ok: true })),
@@ -204,7 +201,7 @@ fn marker_orders_and_flushes() {
     // Markers completing before the close are not markers of this drain: ignored.
     let mut ch = live(4);
     assert!(ch.handle(Event::SqMarkerDone { ok: true }).is_empty());
-    assert!(ch.handle(Event::RqMarkerDone).is_empty());
+    assert!(ch.handle(Event::RecvsDrained).is_empty());
     assert_eq!(ch.state(), Live);
 }
 
@@ -227,10 +224,7 @@ fn port_disable_and_subsystem_delete_drain_at_once() {
         let mut ch = live(4);
         let o = ch.handle(Event::Close(r));
         assert_eq!(states(&o), [Disconnecting, Draining]);
-        assert_eq!(
-            acts(&o),
-            [Disconnect, QpToError, PostSqMarker, PostRqMarker]
-        );
+        assert_eq!(acts(&o), [Disconnect, QpToError, PostSqMarker]);
     }
     // Disabled while a relogin's disconnect is pending.
     let mut ch = live(4);
@@ -251,10 +245,7 @@ fn port_disable_and_subsystem_delete_drain_at_once() {
 fn qp_error_while_live() {
     let mut ch = live(4);
     let o = ch.handle(Event::CompletionError);
-    assert_eq!(
-        acts(&o),
-        [Disconnect, QpToError, PostSqMarker, PostRqMarker]
-    );
+    assert_eq!(acts(&o), [Disconnect, QpToError, PostSqMarker]);
     assert_eq!(ch.close_reason(), Some(CloseReason::QpError));
     let mut ch = Channel::new(4, false);
     assert_eq!(acts(&ch.handle(Event::CompletionError)), DRAIN);
@@ -275,7 +266,7 @@ fn outstanding_commands_hold_the_session() {
     ch.handle(Event::TimewaitExit);
     let o = ch.handle(Event::SqMarkerDone { ok: false });
     assert!(o.is_empty());
-    let o = ch.handle(Event::RqMarkerDone);
+    let o = ch.handle(Event::RecvsDrained);
     assert_eq!(states(&o), [Disconnected]);
     assert!(
         o.actions.is_empty(),
@@ -310,7 +301,7 @@ fn references() {
 }
 
 #[test]
-fn srq_channel_has_no_receive_marker() {
+fn srq_channel_has_no_receives_to_count() {
     let mut ch = Channel::new(4, true);
     ch.handle(Event::Established);
     let o = ch.handle(Event::Close(CloseReason::PortDisabled));
@@ -322,10 +313,11 @@ fn srq_channel_has_no_receive_marker() {
 }
 
 #[test]
-fn marker_post_failure_goes_straight_to_disconnected() {
+fn marker_post_failure_counts_as_a_drained_send_queue() {
     let mut ch = live(4);
     ch.handle(Event::Close(CloseReason::PortDisabled));
-    let o = ch.handle(Event::MarkerPostFailed);
+    assert!(ch.handle(Event::MarkerPostFailed).is_empty());
+    let o = ch.handle(Event::RecvsDrained);
     assert_eq!(states(&o), [Disconnected]);
     assert_eq!(acts(&o), [ReleaseSession, FreeChannel]);
 }
@@ -474,7 +466,6 @@ struct Model {
     queued: u32,
     running: u32,
     sq_posted: bool,
-    rq_posted: bool,
     sq_done: bool,
     rq_done: bool,
     aborted: bool,
@@ -500,7 +491,6 @@ impl Model {
                 }
                 DropQueued => self.queued = 0,
                 PostSqMarker => self.sq_posted = true,
-                PostRqMarker => self.rq_posted = true,
                 AbortOutstanding => self.aborted = true,
                 _ => {}
             }
@@ -543,9 +533,9 @@ impl Model {
                 self.sq_done = true;
                 ch.handle(Event::SqMarkerDone { ok: false })
             }
-            Step::RqDone if self.rq_posted && !self.rq_done => {
+            Step::RqDone if self.sq_posted && !self.rq_done => {
                 self.rq_done = true;
-                ch.handle(Event::RqMarkerDone)
+                ch.handle(Event::RecvsDrained)
             }
             Step::SqDone | Step::RqDone => return,
         };
@@ -598,7 +588,6 @@ fn run_order(order: &[Step]) {
     assert_eq!(m.log.last(), Some(&FreeChannel));
     assert_eq!(m.count(QpToError), 1);
     assert_eq!(m.count(PostSqMarker), 1);
-    assert_eq!(m.count(PostRqMarker), 1);
     assert!(m.count(Disconnect) <= 1);
     assert!(m.count(ReplayQueued) <= 1);
     assert!(m.count(AbortOutstanding) <= 1);

@@ -1,0 +1,505 @@
+//! The SRP data path on one poll group (one reactor): channels, their requests, and the
+//! completion queues, buffers and shared receive queues they use.
+//!
+//! - `chan`: channel setup from a login, IU dispatch, the channel state machine's actions
+//!   (disconnect, drain, release), queries.
+//! - `req`: the request engine — SRP_CMD through the SCSI logic to the bdev and back, task
+//!   management, aborts.
+//! - `xfer`: RDMA READ / WRITE work requests for one transfer.
+//! - `lus`: the SCSI logical units of a subsystem on this poll group.
+//!
+//! Per device the poll group has a protection domain, a completion channel, completion queues
+//! (shared by its channels; a new one is created when the reserved capacity runs out), a pool
+//! of registered data buffers and, with `use_srq`, a shared receive queue. Per channel it has a
+//! receive ring (without SRQ), a ring of response buffers and a fixed array of request slots;
+//! nothing is allocated per I/O.
+//!
+//! Work-request ids carry `kind | channel key | slot | serial`; bdev I/O tags and admission
+//! tokens carry `channel key | slot | serial` (48 bits), the serial changing every time a slot
+//! is reused, so that a stale replay finds nothing.
+
+mod chan;
+mod lus;
+mod req;
+mod xfer;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use fabric::mem::{DmaRegion, IoBuf};
+use fabric::{
+    Access, CompChannel, Cq, Device, Mr, Pd, RecvWr, SendWr, SgeList, Srq, WorkCompletion,
+};
+use serde_json::{Value, json};
+use slab::Slab;
+use target_core::bdev::BdevIo;
+use target_core::reactor::Step;
+use target_core::registry::TransportPollGroup;
+use target_core::target::PgCore;
+
+use crate::transport::Shared;
+
+use chan::Chan;
+pub(crate) use chan::NewChannel;
+use lus::SubLus;
+
+/// Work-request kinds (top byte of a `wr_id`).
+mod kind {
+    /// A receive of a channel's own receive queue (slot = ring index).
+    pub const RECV: u8 = 1;
+    /// A receive of the device's shared receive queue (slot = SRQ buffer index).
+    pub const SRQ: u8 = 2;
+    /// A request's RDMA READs / WRITEs / response SEND (slot = request index).
+    pub const REQ: u8 = 3;
+    /// A target-initiated SEND from a spare slot (T_LOGOUT, CRED_REQ, overrun answers).
+    pub const SPARE: u8 = 4;
+    /// The zero-length RDMA WRITE drain marker.
+    pub const MARKER: u8 = 5;
+}
+
+fn pack(kind: u8, key: u16, slot: u16, serial: u16) -> u64 {
+    u64::from(kind) << 56 | u64::from(key) << 32 | u64::from(slot) << 16 | u64::from(serial)
+}
+
+fn unpack(wr_id: u64) -> (u8, u16, u16, u16) {
+    (
+        (wr_id >> 56) as u8,
+        (wr_id >> 32) as u16,
+        (wr_id >> 16) as u16,
+        wr_id as u16,
+    )
+}
+
+/// A 48-bit token naming a request: bdev I/O tag and admission token.
+fn token(key: u16, slot: u16, serial: u16) -> u64 {
+    u64::from(key) << 32 | u64::from(slot) << 16 | u64::from(serial)
+}
+
+fn untoken(t: u64) -> (u16, u16, u16) {
+    ((t >> 32) as u16, (t >> 16) as u16, t as u16)
+}
+
+/// Where a received IU sits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum RecvRef {
+    /// Slot of the channel's receive ring.
+    Ring(u16),
+    /// Buffer of the device's shared receive queue.
+    Srq(u16),
+}
+
+struct CqSlot {
+    cq: Cq,
+    cap: u32,
+    reserved: u32,
+}
+
+struct SrqCtx {
+    srq: Srq,
+    mr: Mr,
+    bufs: Vec<Option<IoBuf>>,
+    len: u32,
+    posted: u32,
+}
+
+/// What a poll group keeps per RDMA device.
+struct DevCtx {
+    device: Device,
+    pd: Pd,
+    comp: CompChannel,
+    cqs: Vec<CqSlot>,
+    cq_size: u32,
+    armed: bool,
+    data_mr: Mr,
+    data_free: Vec<IoBuf>,
+    data_total: usize,
+    srq: Option<SrqCtx>,
+    max_qp_wr: u32,
+    max_sge: u32,
+    max_rd_atom: u8,
+    max_init_rd_atom: u8,
+    completions: u64,
+}
+
+impl DevCtx {
+    /// Reserves room for `n` completions on one of the device's completion queues.
+    fn reserve_cq(&mut self, n: u32) -> Result<usize, fabric::FabricError> {
+        if let Some(i) = self.cqs.iter().position(|c| c.cap - c.reserved >= n) {
+            self.cqs[i].reserved += n;
+            return Ok(i);
+        }
+        let cap = self.cq_size.max(n);
+        let cq = self.device.create_cq(cap, Some(&self.comp))?;
+        let cap = cq.cqe().max(cap);
+        self.cqs.push(CqSlot {
+            cq,
+            cap,
+            reserved: n,
+        });
+        Ok(self.cqs.len() - 1)
+    }
+
+    fn post_srq(&mut self, slot: u16) {
+        let Some(s) = self.srq.as_mut() else {
+            return;
+        };
+        let Some(Some(b)) = s.bufs.get(slot as usize) else {
+            return;
+        };
+        let wr = RecvWr::new(
+            pack(kind::SRQ, 0, slot, 0),
+            SgeList::one(s.mr.sge(b.base_addr(), s.len)),
+        );
+        match s.srq.post_recv([&wr]) {
+            Ok(()) => s.posted += 1,
+            Err(e) => tracing::error!("SRP: posting a shared receive failed: {e}"),
+        }
+    }
+}
+
+/// Who waits for aborted tasks to be gone.
+enum WaiterDone {
+    /// A task management request on this poll group.
+    Tm { key: u16, slot: u16, serial: u16 },
+    /// One poll group's visit of a cross-poll-group abort.
+    Step(Step<()>),
+}
+
+struct Waiter {
+    /// Aborted tasks still in flight.
+    remaining: u32,
+    /// Every task has been counted (fire when `remaining` reaches 0).
+    armed: bool,
+    /// What to do then (a cross-poll-group abort gets it in its second round).
+    done: Option<WaiterDone>,
+    /// The cross-poll-group abort this waiter belongs to (0: a local one).
+    abort_id: u64,
+}
+
+/// The SRP transport's state on one poll group.
+pub struct SrpPg {
+    shared: Arc<Shared>,
+    index: usize,
+    devs: Vec<DevCtx>,
+    chans: Slab<Chan>,
+    by_gid: HashMap<u64, usize>,
+    by_qpn: HashMap<u32, usize>,
+    lus: Vec<Option<SubLus>>,
+    buf_wait: VecDeque<u64>,
+    bdev_retry: VecDeque<u64>,
+    waiters: Slab<Waiter>,
+    aborts: HashMap<u64, u32>,
+    abort_seq: u64,
+    wcs: Vec<WorkCompletion>,
+    wrs: Vec<SendWr>,
+    scratch: Vec<u8>,
+    serial: u16,
+    closing: usize,
+    polls: u64,
+}
+
+impl std::fmt::Debug for SrpPg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SrpPg")
+            .field("index", &self.index)
+            .field("channels", &self.chans.len())
+            .finish()
+    }
+}
+
+impl SrpPg {
+    pub(crate) fn new(shared: Arc<Shared>, core: &mut PgCore) -> Self {
+        SrpPg {
+            index: core.index(),
+            shared,
+            devs: Vec::new(),
+            chans: Slab::new(),
+            by_gid: HashMap::new(),
+            by_qpn: HashMap::new(),
+            lus: Vec::new(),
+            buf_wait: VecDeque::with_capacity(1024),
+            bdev_retry: VecDeque::with_capacity(256),
+            waiters: Slab::new(),
+            aborts: HashMap::new(),
+            abort_seq: 0,
+            wcs: vec![WorkCompletion::default(); 64],
+            wrs: Vec::with_capacity(256),
+            scratch: vec![0; 64 << 10],
+            serial: 0,
+            closing: 0,
+            polls: 0,
+        }
+    }
+
+    fn next_serial(&mut self) -> u16 {
+        self.serial = self.serial.wrapping_add(1);
+        self.serial
+    }
+
+    /// The device context for `device`, created (with its buffers) on first use.
+    fn dev_for(&mut self, core: &mut PgCore, device: Device) -> Result<usize, String> {
+        if let Some(i) = self.devs.iter().position(|d| d.device == device) {
+            return Ok(i);
+        }
+        let o = &self.shared.opts;
+        let name = device.name();
+        let err = |what: &str, e: &dyn std::fmt::Display| format!("device {name}: {what}: {e}");
+        let attr = device.query().map_err(|e| err("query", &e))?;
+        let pd = device
+            .alloc_pd()
+            .map_err(|e| err("protection domain", &e))?;
+        let comp = device
+            .create_comp_channel()
+            .map_err(|e| err("completion channel", &e))?;
+        let unit = o.io_unit_size as usize;
+        let count = o.num_shared_buffers as usize;
+        let region = DmaRegion::new(unit * count).map_err(|e| err("data buffers", &e))?;
+        let data_mr = pd
+            .register(&region, Access::LOCAL_WRITE)
+            .map_err(|e| err("register data buffers", &e))?;
+        let data_free = region.split(unit).map_err(|e| err("data buffers", &e))?;
+        let srq = if o.use_srq {
+            let n = o
+                .srq_size
+                .min(attr.max_srq_wr.max(1))
+                .min(u32::from(u16::MAX));
+            let len = o.max_req_size;
+            let slot = (len as usize).next_multiple_of(64);
+            let srq = pd
+                .create_srq(n, 1)
+                .map_err(|e| err("shared receive queue", &e))?;
+            let region = DmaRegion::new(slot * n as usize).map_err(|e| err("SRQ buffers", &e))?;
+            let mr = pd
+                .register(&region, Access::LOCAL_WRITE)
+                .map_err(|e| err("register SRQ buffers", &e))?;
+            let bufs = region
+                .split(slot)
+                .map_err(|e| err("SRQ buffers", &e))?
+                .into_iter()
+                .map(Some)
+                .collect();
+            Some(SrqCtx {
+                srq,
+                mr,
+                bufs,
+                len,
+                posted: 0,
+            })
+        } else {
+            None
+        };
+        core.watch_fd(comp.fd());
+        let mut d = DevCtx {
+            cq_size: attr.max_cqe.clamp(64, 16384),
+            max_qp_wr: attr.max_qp_wr,
+            max_sge: attr.max_sge,
+            max_rd_atom: attr.max_qp_rd_atom.min(255) as u8,
+            max_init_rd_atom: attr.max_qp_init_rd_atom.min(255) as u8,
+            device,
+            pd,
+            comp,
+            cqs: Vec::new(),
+            armed: false,
+            data_mr,
+            data_total: data_free.len(),
+            data_free,
+            srq,
+            completions: 0,
+        };
+        if let Some(n) = d.srq.as_ref().map(|s| s.bufs.len()) {
+            for slot in 0..n {
+                d.post_srq(slot as u16);
+            }
+        }
+        tracing::info!(
+            "SRP poll group {}: device {name} ready ({} data buffers of {} KiB{})",
+            self.index,
+            d.data_total,
+            unit >> 10,
+            if d.srq.is_some() { ", SRQ" } else { "" }
+        );
+        self.devs.push(d);
+        Ok(self.devs.len() - 1)
+    }
+
+    /// Polls every completion queue once (until empty), handling what it finds.
+    fn poll_cqs(&mut self, core: &mut PgCore) -> usize {
+        let mut total = 0;
+        let mut wcs = std::mem::take(&mut self.wcs);
+        for d in 0..self.devs.len() {
+            if self.devs[d].armed {
+                self.devs[d].armed = false;
+                loop {
+                    match self.devs[d].comp.get_event() {
+                        Ok(Some(_)) => {}
+                        Ok(None) => break,
+                        Err(e) => {
+                            tracing::error!("SRP: completion channel: {e}");
+                            break;
+                        }
+                    }
+                }
+            }
+            let mut c = 0;
+            while c < self.devs.get(d).map_or(0, |x| x.cqs.len()) {
+                loop {
+                    let n = self.devs[d].cqs[c].cq.poll(&mut wcs);
+                    for wc in &wcs[..n] {
+                        self.on_wc(core, d, *wc);
+                    }
+                    total += n;
+                    self.devs[d].completions += n as u64;
+                    if n < wcs.len() {
+                        break;
+                    }
+                }
+                c += 1;
+            }
+        }
+        self.wcs = wcs;
+        total
+    }
+
+    fn on_wc(&mut self, core: &mut PgCore, dev: usize, wc: WorkCompletion) {
+        let (k, key, slot, serial) = unpack(wc.wr_id);
+        match k {
+            kind::RECV => self.on_recv(core, key, slot, wc),
+            kind::SRQ => self.on_srq_recv(core, dev, slot, wc),
+            kind::REQ => self.on_req_wc(core, key, slot, serial, wc),
+            kind::SPARE => self.on_spare_wc(core, key, slot, wc),
+            kind::MARKER => self.on_marker(core, key, wc),
+            _ => tracing::error!("SRP: completion with unknown wr_id {:#x}", wc.wr_id),
+        }
+    }
+
+    /// Data buffers of device `dev` free.
+    fn free_bufs(&self, dev: usize) -> usize {
+        self.devs.get(dev).map_or(0, |d| d.data_free.len())
+    }
+
+    /// Counters for `nvmf_get_stats` and tests.
+    pub(crate) fn counters(&self) -> Value {
+        let devs: Vec<Value> = self
+            .devs
+            .iter()
+            .map(|d| {
+                json!({
+                    "name": d.device.name(),
+                    "completion_queues": d.cqs.len(),
+                    "completions": d.completions,
+                    "free_data_buffers": d.data_free.len(),
+                    "total_data_buffers": d.data_total,
+                    "srq_posted": d.srq.as_ref().map_or(0, |s| s.posted),
+                    "srq_size": d.srq.as_ref().map_or(0, |s| s.bufs.len()),
+                })
+            })
+            .collect();
+        json!({
+            "trtype": "SRP",
+            "channels": self.chans.len(),
+            "waiting_for_buffers": self.buf_wait.len(),
+            "polls": self.polls,
+            "devices": devs,
+        })
+    }
+}
+
+impl TransportPollGroup for SrpPg {
+    fn poll(&mut self, core: &mut PgCore, completions: &mut Vec<Box<BdevIo>>) -> usize {
+        self.polls += 1;
+        let mut n = completions.len();
+        for io in completions.drain(..) {
+            self.bdev_done(core, io);
+        }
+        n += self.poll_cqs(core);
+        if !self.buf_wait.is_empty() {
+            n += self.wake_buf_waiters(core);
+        }
+        if !self.bdev_retry.is_empty() {
+            n += self.retry_bdev(core);
+        }
+        if self.closing > 0 {
+            self.check_deadlines(core);
+        }
+        n
+    }
+
+    fn arm(&mut self, core: &mut PgCore) -> bool {
+        for d in &mut self.devs {
+            for c in &d.cqs {
+                if let Err(e) = c.cq.req_notify(false) {
+                    tracing::error!("SRP: arming a completion queue failed: {e}");
+                }
+            }
+            d.armed = true;
+        }
+        let n = self.poll_cqs(core);
+        n > 0 || !self.bdev_retry.is_empty() || self.closing > 0
+    }
+
+    fn resume_request(&mut self, core: &mut PgCore, token: u64) {
+        self.resume(core, token);
+    }
+
+    fn disconnect_subsystem(&mut self, core: &mut PgCore, subsystem: u32) {
+        if let Some(l) = self.lus.get_mut(subsystem as usize) {
+            *l = None;
+        }
+        self.close_where(core, crate::channel::CloseReason::SubsystemDeleted, |c| {
+            c.sub_id == subsystem
+        });
+    }
+
+    fn namespaces_changed(&mut self, _core: &mut PgCore, subsystem: u32, _nsids: &[u32]) {
+        if let Some(l) = self.lus.get_mut(subsystem as usize) {
+            *l = None;
+        }
+    }
+
+    fn disconnect_host(&mut self, core: &mut PgCore, subsystem: u32, host: &str) {
+        let host = host.to_string();
+        self.close_where(core, crate::channel::CloseReason::Admin, move |c| {
+            c.sub_id == subsystem
+                && crate::port_id::host_matches(&host, &c.nexus.initiator, Some(c.peer.ip()))
+                && !c.sub.with_config(|cfg| {
+                    cfg.allow_any_host
+                        || cfg.hosts.iter().any(|h| {
+                            crate::port_id::host_matches(h, &c.nexus.initiator, Some(c.peer.ip()))
+                        })
+                })
+        });
+    }
+
+    fn qpairs(&self, subsystem: Option<u32>) -> Vec<Value> {
+        self.chans
+            .iter()
+            .filter(|(_, c)| subsystem.is_none_or(|s| s == c.sub_id))
+            .map(|(_, c)| c.describe(self.index))
+            .collect()
+    }
+
+    fn stats(&self) -> Value {
+        self.counters()
+    }
+
+    fn shutdown(&mut self, core: &mut PgCore) {
+        self.close_where(core, crate::channel::CloseReason::PortDisabled, |_| true);
+        // Give the drain a moment to finish on its own; what remains is torn down with the
+        // poll group (its registrations keep their memory alive until then).
+        for _ in 0..100 {
+            if self.chans.is_empty() {
+                break;
+            }
+            let mut v = Vec::new();
+            self.poll(core, &mut v);
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        if !self.chans.is_empty() {
+            tracing::warn!(
+                "SRP poll group {}: {} channel(s) still draining at shutdown",
+                self.index,
+                self.chans.len()
+            );
+        }
+    }
+}
