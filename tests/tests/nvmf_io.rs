@@ -7,7 +7,7 @@ use std::time::Duration;
 use rtgt_tests::nvme_host::*;
 use serde_json::json;
 use target_core::nvme::spec::io_opc;
-use target_core::nvme::{Sqe, Status};
+use target_core::nvme::{SglDescriptor, Sqe, Status};
 
 const NQN: &str = "nqn.2016-06.io.rtgt:io";
 
@@ -353,6 +353,80 @@ fn small_buffer_pool_makes_requests_wait() {
         waited > 0,
         "requests should have waited for buffers: {stats}"
     );
+    c.shutdown().unwrap();
+    e.assert_quiescent(Duration::from_secs(10));
+}
+
+#[test]
+fn keyed_sgl_lists_in_the_capsule() {
+    // SPDK hosts describe data with a Last Segment descriptor (offset subtype) pointing at up
+    // to MSDBD keyed descriptors in the capsule; Identify advertises MSDBD 16.
+    let e = env(json!({"no_wr_batching": true}));
+    let mut o = e.opts(NQN);
+    o.io_queues = 1;
+    o.max_io = 64 * 1024;
+    let mut c = e.connect(o).unwrap();
+    assert_eq!(c.id_ctrl[1803], 16, "MSDBD");
+    let q = &mut c.io[0];
+    let (base, rkey) = q.raw_data_region();
+    // Three pieces, out of order in host memory: 1 KiB at 40 KiB, 2 KiB at 0, 1 KiB at 20 KiB.
+    let pieces = [(40 * 1024u64, 1024u32), (0, 2048), (20 * 1024, 1024)];
+    let list = |pieces: &[(u64, u32)]| {
+        let mut v = Vec::new();
+        for &(off, len) in pieces {
+            v.extend_from_slice(&SglDescriptor::keyed(base + off, len, rkey, false).0);
+        }
+        v
+    };
+    let data = pattern(11, 300, 8, 512);
+    let mut at = 0usize;
+    for &(off, len) in &pieces {
+        q.set_data_bytes(off as usize, &data[at..at + len as usize]);
+        at += len as usize;
+    }
+    let l = list(&pieces);
+    let sgl = SglDescriptor::last_segment_in_capsule(0, l.len() as u32);
+    q.cmd(write_sqe(1, 300, 8), Data::Raw { sgl, capsule: &l })
+        .unwrap()
+        .ok()
+        .unwrap();
+    assert_eq!(read(q, 300, 8), data, "gathered from three keyed pieces");
+    // And scattered on a read: zero the pieces, read into them.
+    for &(off, len) in &pieces {
+        q.set_data_bytes(off as usize, &vec![0u8; len as usize]);
+    }
+    q.cmd(read_sqe(1, 300, 8), Data::Raw { sgl, capsule: &l })
+        .unwrap()
+        .ok()
+        .unwrap();
+    let mut got = Vec::new();
+    for &(off, len) in &pieces {
+        got.extend_from_slice(q.data_bytes(off as usize, len as usize));
+    }
+    assert_eq!(got, data, "scattered into three keyed pieces");
+    // 17 descriptors exceed MSDBD; a list length that is not a multiple of 16 is malformed.
+    let many: Vec<(u64, u32)> = (0..17).map(|i| (i * 512, 512)).collect();
+    let l = list(&many);
+    let r = q
+        .cmd(
+            write_sqe(1, 0, 17),
+            Data::Raw {
+                sgl: SglDescriptor::last_segment_in_capsule(0, l.len() as u32),
+                capsule: &l,
+            },
+        )
+        .unwrap();
+    assert_eq!(r.cqe.status, Status::INVALID_SGL_COUNT);
+    let r = q
+        .cmd(
+            write_sqe(1, 0, 1),
+            Data::Raw {
+                sgl: SglDescriptor::last_segment_in_capsule(0, 20),
+                capsule: &l[..32],
+            },
+        )
+        .unwrap();
+    assert_eq!(r.cqe.status, Status::INVALID_SGL_SEGMENT);
     c.shutdown().unwrap();
     e.assert_quiescent(Duration::from_secs(10));
 }

@@ -365,3 +365,35 @@ fn connect_disconnect_cycles_leak_nothing() {
         "{r:?}"
     );
 }
+
+#[test]
+fn a_fatal_queue_pair_error_closes_that_queue_only() {
+    let e = env(json!({}));
+    let mut c = e.connect(e.opts(NQN)).unwrap();
+    let qps = e.target_queue_pairs();
+    let (_, qpn) = *qps.iter().find(|(qid, _)| *qid == 2).expect("I/O queue 2");
+    // The adapter moves the queue pair to the error state and raises QP_FATAL.
+    assert!(e.t.net.force_qp_error(qpn));
+    assert!(c.io[1].wait_disconnected(Duration::from_secs(10)));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while e.target_queue_pairs().iter().any(|(_, n)| *n == qpn) {
+        assert!(
+            Instant::now() < deadline,
+            "the failed queue pair was not closed"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let w = Workload {
+        nsid: 1,
+        bs: 512,
+        lba0: 0,
+        blocks: 8,
+        count: 16,
+        qd: 8,
+        seed: 4,
+    };
+    write_read_verify(&mut c.io[0], &w, Mode::Keyed).unwrap();
+    c.io.pop();
+    c.shutdown().unwrap();
+    e.assert_quiescent(Duration::from_secs(10));
+}

@@ -8,7 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabric::{CmEvent, CmEventKind, CmId, ConnectRequest, EventChannel};
+use fabric::{
+    AsyncElement, AsyncEventKind, CmEvent, CmEventKind, CmId, ConnectRequest, EventChannel,
+};
 use parking_lot::Mutex;
 use target_core::reactor::{PollStatus, PollerId};
 use target_core::registry::{PollGroupLoad, TransportError};
@@ -117,31 +119,19 @@ impl Acceptor {
     /// SPDK's policy: admin queues round-robin, I/O queues to the group with the fewest I/O
     /// queues, scanning from a cursor that moves past each choice.
     pub fn choose(&self, admin: bool, loads: &[PollGroupLoad]) -> usize {
-        let n = loads.len().max(1);
         let mut st = self.st.lock();
-        if admin {
-            let i = st.next_admin % n;
-            st.next_admin = (i + 1) % n;
-            return loads.get(i).map_or(0, |l| l.index);
-        }
-        let start = st.next_io % n;
-        let mut best = start;
-        for k in 0..n {
-            let i = (start + k) % n;
-            if loads[i].io_qpairs < loads[best].io_qpairs {
-                best = i;
-            }
-            if loads[best].io_qpairs == 0 {
-                break;
-            }
-        }
-        st.next_io = (best + 1) % n;
-        loads.get(best).map_or(0, |l| l.index)
+        let State {
+            next_admin,
+            next_io,
+            ..
+        } = &mut *st;
+        choose(next_admin, next_io, admin, loads)
     }
 
-    /// One acceptor poll: up to [`EVENT_BATCH`] events.
+    /// One acceptor poll: up to [`EVENT_BATCH`] connection-manager events, then the devices'
+    /// asynchronous events.
     pub fn poll(&self) -> usize {
-        let mut n = 0;
+        let mut n = self.async_events();
         while n < EVENT_BATCH {
             match self.channel.get_event() {
                 Ok(Some(ev)) => {
@@ -152,6 +142,55 @@ impl Acceptor {
                 Err(e) => {
                     tracing::error!("RDMA CM event channel: {e}");
                     break;
+                }
+            }
+        }
+        n
+    }
+
+    /// Reads every device's asynchronous events: a queue pair that hit a fatal error is closed
+    /// by its poll group (its completions fail too; this only makes it prompt), the rest is
+    /// logged. Reading them also keeps the kernel's event queue from growing.
+    fn async_events(&self) -> usize {
+        let mut n = 0;
+        for (d, dev) in self.sh.devices.iter().enumerate() {
+            for _ in 0..EVENT_BATCH {
+                let ev = match dev.device.get_async_event() {
+                    Ok(Some(ev)) => ev,
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::debug!(device = dev.name, "async event: {e}");
+                        break;
+                    }
+                };
+                n += 1;
+                match (ev.kind, ev.element) {
+                    (
+                        AsyncEventKind::QpFatal
+                        | AsyncEventKind::QpReqErr
+                        | AsyncEventKind::QpAccessErr,
+                        AsyncElement::Qp(qpn),
+                    ) => {
+                        tracing::warn!(device = dev.name, qpn, "queue pair error: {:?}", ev.kind);
+                        let Some(pg) = self.sh.qp_routes.lock().get(&(d, qpn)).copied() else {
+                            continue;
+                        };
+                        let index = self.sh.index;
+                        let _ = self.sh.reactors.send_ctrl(pg, move |rctx| {
+                            with_transport_pg::<RdmaPg, _>(rctx, index, |pg, core| {
+                                pg.qp_fatal(core, d, qpn)
+                            });
+                        });
+                    }
+                    (AsyncEventKind::QpLastWqeReached | AsyncEventKind::CommEstablished, _) => {
+                        tracing::trace!(device = dev.name, "async event {:?}", ev.kind);
+                    }
+                    (AsyncEventKind::DeviceFatal, _) => {
+                        tracing::error!(device = dev.name, "RDMA device failed");
+                    }
+                    (kind, el) => {
+                        tracing::debug!(device = dev.name, "async event {kind:?} on {el:?}")
+                    }
                 }
             }
         }
@@ -252,5 +291,66 @@ impl Acceptor {
         if sent.is_err() {
             self.sh.routes.lock().remove(&handle);
         }
+    }
+}
+
+/// The poll-group choice with its cursors (see [`Acceptor::choose`]).
+fn choose(
+    next_admin: &mut usize,
+    next_io: &mut usize,
+    admin: bool,
+    loads: &[PollGroupLoad],
+) -> usize {
+    let n = loads.len();
+    if n == 0 {
+        return 0;
+    }
+    if admin {
+        let i = *next_admin % n;
+        *next_admin = (i + 1) % n;
+        return loads[i].index;
+    }
+    let start = *next_io % n;
+    let mut best = start;
+    for k in 0..n {
+        let i = (start + k) % n;
+        if loads[i].io_qpairs < loads[best].io_qpairs {
+            best = i;
+        }
+        if loads[best].io_qpairs == 0 {
+            break;
+        }
+    }
+    *next_io = (best + 1) % n;
+    loads[best].index
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn loads(io: &[usize]) -> Vec<PollGroupLoad> {
+        io.iter()
+            .enumerate()
+            .map(|(index, &io_qpairs)| PollGroupLoad {
+                index,
+                admin_qpairs: 0,
+                io_qpairs,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn admin_round_robin_and_io_least_loaded() {
+        let (mut a, mut i) = (0, 0);
+        let l = loads(&[5, 5, 5]);
+        let admins: Vec<usize> = (0..4).map(|_| choose(&mut a, &mut i, true, &l)).collect();
+        assert_eq!(admins, [0, 1, 2, 0]);
+        assert_eq!(choose(&mut a, &mut i, false, &loads(&[3, 1, 2])), 1);
+        assert_eq!(i, 2, "the cursor moves past the choice");
+        // Ties go to the first group from the cursor; an empty group stops the scan.
+        assert_eq!(choose(&mut a, &mut i, false, &loads(&[1, 1, 1])), 2);
+        assert_eq!(choose(&mut a, &mut i, false, &loads(&[4, 0, 0])), 1);
+        assert_eq!(choose(&mut a, &mut i, false, &[]), 0);
     }
 }

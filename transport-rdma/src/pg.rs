@@ -21,6 +21,7 @@
 
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -57,6 +58,25 @@ const WC_PER_POLL: usize = 256;
 const TIMER_PERIOD: Duration = Duration::from_millis(200);
 /// Smallest completion queue.
 const MIN_CQE: u32 = 16384;
+
+/// Hashes queue pair numbers (looked up per received command with a shared receive queue):
+/// one multiplication instead of SipHash.
+#[derive(Default)]
+struct QpnHasher(u64);
+
+impl Hasher for QpnHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.0 = u64::from(n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
 
 /// A connection handed over by the acceptor.
 pub(crate) struct NewConn {
@@ -184,7 +204,7 @@ pub struct RdmaPg {
     reactor: usize,
     devs: Vec<Option<DevPoller>>,
     qpairs: Slab<Qpair>,
-    by_qpn: HashMap<u32, u32>,
+    by_qpn: HashMap<u32, u32, BuildHasherDefault<QpnHasher>>,
     by_cm: HashMap<u64, u32>,
     reqs: Slab<Req>,
     recvs: Slab<Recv>,
@@ -226,7 +246,7 @@ impl RdmaPg {
             reactor: core.index(),
             devs: (0..ndev).map(|_| None).collect(),
             qpairs: Slab::new(),
-            by_qpn: HashMap::new(),
+            by_qpn: HashMap::default(),
             by_cm: HashMap::new(),
             reqs: Slab::new(),
             recvs: Slab::new(),
@@ -260,6 +280,15 @@ impl RdmaPg {
             cached_small: self.small.cached(),
             cached_large: self.large.cached(),
         }
+    }
+
+    /// `(queue id, queue pair number)` of every live queue pair (tests and debugging).
+    pub fn queue_pairs(&self) -> Vec<(u16, u32)> {
+        self.qpairs
+            .iter()
+            .filter(|(_, q)| !q.closing)
+            .map(|(_, q)| (q.q.qid(), q.qp_num))
+            .collect()
     }
 
     /// Registers the keep-alive timer poller on this reactor if it is not running.
@@ -570,6 +599,18 @@ impl RdmaPg {
         debug_assert_eq!(k, qk);
         self.by_qpn.insert(qp_num, qk);
         self.by_cm.insert(cm_handle, qk);
+        self.sh.qp_routes.lock().insert((d, qp_num), self.reactor);
+    }
+
+    /// The device reported a fatal error on a queue pair of this group.
+    pub(crate) fn qp_fatal(&mut self, core: &mut PgCore, dev: usize, qpn: u32) {
+        let Some(&qk) = self.by_qpn.get(&qpn) else {
+            return;
+        };
+        if self.qpairs[qk as usize].dev == dev {
+            self.start_close(core, qk);
+            self.flush(core);
+        }
     }
 
     /// A connection-manager event for one of this group's connections.
@@ -618,6 +659,13 @@ impl RdmaPg {
         let qp = &mut self.qpairs[qk as usize];
         if let Err(e) = qp.id.disconnect() {
             tracing::debug!("rdma_disconnect: {e}");
+        }
+        // Make sure of the error state even if the connection manager refused (the marker
+        // below must flush, never execute).
+        if let Some(q) = qp.qp.as_ref()
+            && let Err(e) = q.modify_to_error()
+        {
+            tracing::debug!("modify to error: {e}");
         }
         let marker = SendWr::rdma_write(K_MARKER | u64::from(qk), SgeList::new(), 0, 0);
         let posted = qp
@@ -703,6 +751,7 @@ impl RdmaPg {
         self.by_qpn.remove(&qp.qp_num);
         self.by_cm.remove(&qp.cm_handle);
         self.sh.routes.lock().remove(&qp.cm_handle);
+        self.sh.qp_routes.lock().remove(&(qp.dev, qp.qp_num));
         if let Some(dp) = self.devs[qp.dev].as_mut() {
             dp.cq_used = dp.cq_used.saturating_sub(qp.cq_cost);
             dp.qpairs = dp.qpairs.saturating_sub(1);
@@ -1905,6 +1954,7 @@ impl TransportPollGroup for RdmaPg {
             self.by_qpn.remove(&qp.qp_num);
             self.by_cm.remove(&qp.cm_handle);
             self.sh.routes.lock().remove(&qp.cm_handle);
+            self.sh.qp_routes.lock().remove(&(qp.dev, qp.qp_num));
             qp.q.finish(core);
             qp.qp = None;
         }

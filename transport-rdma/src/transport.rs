@@ -62,6 +62,9 @@ pub(crate) struct Shared {
     /// Which poll group owns a connection, by CM identifier handle (the acceptor routes
     /// connection events with it; poll groups remove their entries).
     pub routes: Mutex<HashMap<u64, usize>>,
+    /// Which poll group owns a queue pair, by (device index, queue pair number), for the
+    /// device's asynchronous events.
+    pub qp_routes: Mutex<HashMap<(usize, u32), usize>>,
 }
 
 impl Shared {
@@ -185,6 +188,7 @@ pub(crate) fn create(ctx: TransportContext, params: &TransportParams) -> CreateR
         reactors: ctx.reactors.clone(),
         target: ctx.target.clone(),
         routes: Mutex::new(HashMap::new()),
+        qp_routes: Mutex::new(HashMap::new()),
     });
     let acceptor = Acceptor::start(Arc::clone(&shared))?;
     tracing::info!(

@@ -198,11 +198,13 @@ pub fn execute(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) -> Outcom
     if q.is_closing() {
         return complete(q, req, Status::ABORTED_SQ_DELETION);
     }
-    match q.role.clone() {
-        QueueRole::Unconnected => connect(cx, q, req),
-        QueueRole::Admin(c) => admin(cx, q, req, &c),
-        QueueRole::Io(_) => io_cmd(cx, q, req),
-    }
+    // No Arc clone on the I/O path: the controller's reference count is shared by reactors.
+    let admin_ctrl = match &q.role {
+        QueueRole::Unconnected => return connect(cx, q, req),
+        QueueRole::Io(_) => return io_cmd(cx, q, req),
+        QueueRole::Admin(c) => Arc::clone(c),
+    };
+    admin(cx, q, req, &admin_ctrl)
 }
 
 /// The data buffer of an admin command or a Connect, as one slice.
@@ -697,4 +699,169 @@ pub fn is_connect(sqe: &Sqe) -> bool {
 /// Whether `sqe` is an I/O read (used by transports for statistics).
 pub fn is_read(sqe: &Sqe) -> bool {
     sqe.opcode() == io_opc::READ
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nvme::sgl::SglDescriptor;
+    use crate::nvme::spec::admin_opc;
+    use crate::reactor::ReactorCtx;
+    use fabric::mem::IoBuf;
+
+    fn info() -> TransportInfo {
+        fn nop(_: &mut ReactorCtx, _: usize, _: u64) {}
+        TransportInfo {
+            name: "TEST",
+            index: 0,
+            limits: crate::nvme::TransportLimits::default(),
+            min_kato_ms: 1000,
+            admin_max_len: 128 * 1024,
+            disconnect: nop,
+        }
+    }
+
+    #[test]
+    fn bdev_statuses() {
+        let r = BdevOp::Read {
+            offset_blocks: 0,
+            num_blocks: 1,
+        };
+        let w = BdevOp::Write {
+            offset_blocks: 0,
+            num_blocks: 1,
+            fua: false,
+        };
+        assert_eq!(bdev_status(&r, IoStatus::Success), Status::SUCCESS);
+        assert_eq!(
+            bdev_status(&r, IoStatus::Miscompare),
+            Status::COMPARE_FAILURE
+        );
+        assert_eq!(
+            bdev_status(&r, IoStatus::OutOfRange),
+            Status::LBA_OUT_OF_RANGE
+        );
+        assert_eq!(
+            bdev_status(&r, IoStatus::Unsupported),
+            Status::INVALID_OPCODE
+        );
+        assert_eq!(
+            bdev_status(&r, IoStatus::Error(libc::EIO)),
+            Status::UNRECOVERED_READ_ERROR
+        );
+        assert_eq!(
+            bdev_status(&w, IoStatus::Error(libc::EIO)),
+            Status::WRITE_FAULT
+        );
+        assert_eq!(
+            bdev_status(&BdevOp::Flush, IoStatus::Error(libc::EIO)),
+            Status::INTERNAL_ERROR
+        );
+        let busy = bdev_status(&w, IoStatus::Error(libc::ENOMEM));
+        assert!(!busy.is_dnr(), "resource shortage is retryable");
+        assert_eq!(bdev_status(&w, IoStatus::Pending), Status::INTERNAL_ERROR);
+    }
+
+    #[test]
+    fn begin_decodes_the_sgl_and_direction() {
+        let t = info();
+        let mut q = Queue::detached(1);
+        let mut req = ExecReq::new(7);
+        // Keyed read.
+        let mut s = Sqe::new(io_opc::READ, 3);
+        s.set_sgl1(SglDescriptor::keyed(0x1000, 4096, 9, true));
+        req.reset(7, s);
+        assert_eq!(
+            begin(&t, &mut q, &mut req, &[], 4096),
+            Ok(Direction::ControllerToHost)
+        );
+        assert_eq!(req.sgl.invalidate_key(), Some(9));
+        // In-capsule write.
+        let mut s = Sqe::new(io_opc::WRITE, 4);
+        s.set_sgl1(SglDescriptor::in_capsule(0, 512));
+        req.reset(8, s);
+        assert_eq!(
+            begin(&t, &mut q, &mut req, &[0; 512], 4096),
+            Ok(Direction::HostToController)
+        );
+        // In-capsule data on a read: Invalid Field.
+        let mut s = Sqe::new(io_opc::READ, 5);
+        s.set_sgl1(SglDescriptor::in_capsule(0, 512));
+        req.reset(9, s);
+        assert_eq!(
+            begin(&t, &mut q, &mut req, &[0; 512], 4096),
+            Err(Status::INVALID_FIELD)
+        );
+        // Bidirectional opcode with data.
+        let mut s = Sqe::new(0x03, 6);
+        s.set_sgl1(SglDescriptor::keyed(0x1000, 512, 9, false));
+        req.reset(10, s);
+        assert_eq!(
+            begin(&t, &mut q, &mut req, &[], 4096),
+            Err(Status::INVALID_OPCODE)
+        );
+        // No data: the null descriptor.
+        let mut s = Sqe::new(admin_opc::KEEP_ALIVE, 1);
+        s.set_sgl1(SglDescriptor::null_keyed());
+        req.reset(11, s);
+        assert_eq!(begin(&t, &mut q, &mut req, &[], 4096), Ok(Direction::None));
+        assert!(!req.is_admitted());
+    }
+
+    #[test]
+    fn dataset_management_ranges_are_walked_in_order() {
+        let ns = NamespaceView::new(1, 512, 1000);
+        let mut req = ExecReq::new(1);
+        let mut b = IoBuf::alloc(4096).unwrap();
+        let buf = b.as_mut_slice();
+        for (i, (blocks, slba)) in [(8u32, 0u64), (0, 900), (2, 998)].iter().enumerate() {
+            buf[i * 16 + 4..i * 16 + 8].copy_from_slice(&blocks.to_le_bytes());
+            buf[i * 16 + 8..i * 16 + 16].copy_from_slice(&slba.to_le_bytes());
+        }
+        req.io.as_mut().unwrap().bufs.push(b);
+        let first = dsm_range(&req, &ns, 0, 3).unwrap().unwrap();
+        assert_eq!(
+            first,
+            (
+                0,
+                BdevOp::Unmap {
+                    offset_blocks: 0,
+                    num_blocks: 8
+                }
+            )
+        );
+        let second = dsm_range(&req, &ns, 1, 3).unwrap().unwrap();
+        assert_eq!(second.0, 2, "the empty range is skipped");
+        assert_eq!(dsm_range(&req, &ns, 3, 3).unwrap(), None);
+        // A range past the end fails the command before anything is deallocated.
+        let small = NamespaceView::new(1, 512, 999);
+        assert_eq!(
+            dsm_range(&req, &small, 0, 3).unwrap_err(),
+            Status::LBA_OUT_OF_RANGE
+        );
+    }
+
+    #[test]
+    fn namespace_views_follow_the_bdev() {
+        let n = NsInfo {
+            nsid: 3,
+            bdev_name: "m".into(),
+            block_size: 4096,
+            num_blocks: 10,
+            uuid: uuid::Uuid::from_bytes([1; 16]),
+            nguid: [2; 16],
+            eui64: None,
+            write_cache: true,
+            unmap: true,
+            write_zeroes: false,
+            compare: true,
+            writable: false,
+        };
+        let v = namespace_view(&n);
+        assert_eq!((v.nsid, v.block_size, v.num_blocks), (3, 4096, 10));
+        assert_eq!(v.uuid, [1; 16]);
+        assert_eq!(v.eui64, [0; 8]);
+        assert!(v.volatile_write_cache && v.supports_unmap && !v.supports_write_zeroes);
+        assert!(v.read_only && v.ready);
+    }
 }

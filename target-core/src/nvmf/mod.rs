@@ -63,6 +63,3 @@ pub struct TransportInfo {
 
 /// Firmware revision reported in Identify Controller and the firmware slot log.
 pub const FIRMWARE_REVISION: &str = env!("CARGO_PKG_VERSION");
-
-#[cfg(test)]
-mod tests;

@@ -80,6 +80,30 @@ impl Queue {
         }
     }
 
+    /// An unconnected queue outside any poll group (unit tests).
+    #[cfg(test)]
+    pub(crate) fn detached(qid: u16) -> Self {
+        let a: SocketAddr = "10.0.0.1:4420".parse().expect("addr");
+        Self {
+            me: QueueRef {
+                reactor: 0,
+                transport: 0,
+                key: 1,
+            },
+            role: QueueRole::Unconnected,
+            qid,
+            sqsize: 0,
+            sqhd: 0,
+            sq_flow_control_disabled: false,
+            subsystem: None,
+            listen: ListenAddr::new("RDMA", AdrFam::Ipv4, "10.0.0.1", "4420"),
+            local: a,
+            peer: a,
+            closing: false,
+            finished: false,
+        }
+    }
+
     /// The queue's reference (reactor, transport, key).
     pub fn me(&self) -> QueueRef {
         self.me
@@ -254,5 +278,44 @@ impl Queue {
     pub fn is_discovery(&self) -> bool {
         self.controller()
             .is_some_and(|c| c.with(|c| c.kind() == SubsystemKind::Discovery))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nvme::spec::admin_opc;
+
+    #[test]
+    fn sq_head_wraps_at_the_queue_size() {
+        let mut q = Queue::detached(1);
+        q.consume_sqe();
+        assert_eq!(q.sqhd(), 0, "no size before Connect");
+        q.sqsize = 3; // 4 entries
+        q.sqhd = 1;
+        let heads: Vec<u16> = (0..6)
+            .map(|_| {
+                q.consume_sqe();
+                q.sqhd()
+            })
+            .collect();
+        assert_eq!(heads, [2, 3, 0, 1, 2, 3]);
+        q.sq_flow_control_disabled = true;
+        assert_eq!(q.sqhd(), 0xFFFF);
+        let c = q.cqe(&Sqe::new(admin_opc::KEEP_ALIVE, 0xF01F), Status::SUCCESS);
+        assert_eq!((c.cid, c.sqid, c.sqhd), (0xF01F, 1, 0xFFFF));
+    }
+
+    #[test]
+    fn unconnected_queue_describes_itself() {
+        let q = Queue::detached(0);
+        assert!(q.is_admin());
+        assert!(q.controller().is_none());
+        assert!(!q.host_matches("x"));
+        let d = q.describe("RDMA");
+        assert_eq!(d["state"], "connecting");
+        assert_eq!(d["qid"], 0);
+        assert_eq!(d["listen_address"]["trsvcid"], "4420");
+        assert_eq!(d["peer_address"]["adrfam"], "IPv4");
     }
 }

@@ -81,6 +81,21 @@ impl NvmfEnv {
         }))
     }
 
+    /// `(queue id, queue pair number)` of every live target queue pair.
+    pub fn target_queue_pairs(&self) -> Vec<(u16, u32)> {
+        let (idx, _) = self.transport();
+        self.t
+            .rt
+            .block_on(self.t.target.gather(move |pg| {
+                pg.transport_mut::<RdmaPg>(idx)
+                    .map(|(p, _)| p.queue_pairs())
+                    .unwrap_or_default()
+            }))
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+
     /// Waits until no queue pair is left, every request is free, and every data buffer is back
     /// in the pool or a poll group's cache; fails the test otherwise.
     pub fn assert_quiescent(&self, within: Duration) {
