@@ -221,14 +221,16 @@ impl TestPg {
         admitted: bool,
     ) {
         let req = self.reqs.remove(key);
-        if admitted {
-            core.release(req.cmd.sub, Self::kind(&req.cmd));
-        }
+        // Complete to the "host" before giving the admission back, as a real transport sends
+        // its response first: the release may be what lets a waiting pause finish.
         self.shared.done.lock().push(Done {
             id: req.cmd.id,
             ok,
             data,
         });
+        if admitted {
+            core.release(req.cmd.sub, Self::kind(&req.cmd));
+        }
         let sub = req.cmd.sub;
         let close = match self.conns.get_mut(&sub) {
             Some(c) => {
