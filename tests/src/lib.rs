@@ -41,12 +41,17 @@ pub struct TestTarget {
 impl TestTarget {
     /// Starts a target with `reactors` reactors on a fresh simulated network.
     pub fn start(reactors: usize) -> Self {
+        Self::start_with(ReactorConfig::with_count(reactors))
+    }
+
+    /// Starts a target with the given reactor configuration on a fresh simulated network.
+    pub fn start_with(config: ReactorConfig) -> Self {
         let net = SimNetwork::new();
         net.add_device("sim_tgt", TARGET_IP.parse::<IpAddr>().expect("ip"))
             .expect("target device");
         net.add_device("sim_host", HOST_IP.parse::<IpAddr>().expect("ip"))
             .expect("host device");
-        let r = Reactors::start(ReactorConfig::with_count(reactors)).expect("reactors");
+        let r = Reactors::start(config).expect("reactors");
         let target = Target::start(
             r,
             target_core::bdev::BdevRegistry::new(),

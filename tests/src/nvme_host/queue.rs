@@ -63,6 +63,12 @@ pub enum Data<'a> {
         /// Through a memory window the target must invalidate (SGL 0x4F).
         invalidate: bool,
     },
+    /// Host-to-controller data fetched by the target with RDMA READ from whatever the command
+    /// slot's data buffer holds (benchmarks: no copy on the host).
+    KeyedWriteInPlace {
+        /// Length.
+        len: u32,
+    },
     /// Controller-to-host data the target RDMA WRITEs.
     KeyedRead {
         /// Length.
@@ -180,6 +186,11 @@ pub struct HostQueue {
     /// Completions that arrived for no outstanding command (protocol errors).
     pub stray: Vec<Cqe>,
     wcs: [WorkCompletion; 32],
+    /// Benchmark mode: no read poisoning, completions queued for [`HostQueue::pop_done`],
+    /// commands posted by [`HostQueue::flush`].
+    bench: bool,
+    done_ring: std::collections::VecDeque<u16>,
+    unposted: Vec<SendWr>,
 }
 
 fn next_event(ch: &EventChannel, deadline: Instant) -> Result<fabric::CmEvent, HostError> {
@@ -324,7 +335,39 @@ impl HostQueue {
             idle_polls: 0,
             stray: Vec::new(),
             wcs: [WorkCompletion::default(); 32],
+            bench: false,
+            done_ring: std::collections::VecDeque::with_capacity(depth),
+            unposted: Vec::with_capacity(depth),
         })
+    }
+
+    /// Benchmark mode (for `rtgt-bench`): reads are not poisoned, completed CIDs queue up for
+    /// [`HostQueue::pop_done`] (so a driver need not scan its commands), and submitted
+    /// commands wait for [`HostQueue::flush`] to post them in one call. Nothing allocates per
+    /// command in this mode.
+    pub fn set_bench_mode(&mut self, on: bool) {
+        self.bench = on;
+    }
+
+    /// Posts the commands submitted in benchmark mode; returns how many.
+    pub fn flush(&mut self) -> Result<usize, HostError> {
+        let n = self.unposted.len();
+        if n > 0 {
+            let r = self.qp.post_send(self.unposted.iter());
+            self.unposted.clear();
+            r.map_err(|e| HostError::Protocol(format!("post_send: {e}")))?;
+        }
+        Ok(n)
+    }
+
+    /// The next completed command in benchmark mode, taken (its slot is free again).
+    pub fn pop_done(&mut self) -> Option<(u16, Cqe)> {
+        while let Some(cid) = self.done_ring.pop_front() {
+            if let Some(cqe) = self.take_cqe(cid) {
+                return Some((cid, cqe));
+            }
+        }
+        None
     }
 
     /// Queue id.
@@ -414,11 +457,17 @@ impl HostQueue {
                     invalidate,
                 ));
             }
+            Data::KeyedWriteInPlace { len } => {
+                let key = keyed(len as usize, false, slot)?;
+                sqe.set_sgl1(SglDescriptor::keyed(data_addr, len, key, false));
+            }
             Data::KeyedRead { len, invalidate } => {
                 let key = keyed(len as usize, invalidate, slot)?;
                 let off = i * max_io;
                 // Poison, so that bytes the target did not write show.
-                self.data.as_mut_slice()[off..off + len as usize].fill(0xE5);
+                if !self.bench {
+                    self.data.as_mut_slice()[off..off + len as usize].fill(0xE5);
+                }
                 slot.read_len = len;
                 sqe.set_sgl1(SglDescriptor::keyed(data_addr, len, key, invalidate));
             }
@@ -439,6 +488,12 @@ impl HostQueue {
             K_SEND | i as u64,
             SgeList::one(self.cmd_mr.sge(self.cmd.addr() + off as u64, len as u32)),
         );
+        if self.bench {
+            // Only every 16th command asks for a send completion (the slot is known free
+            // once its response arrives; a signaled one now and then retires the rest).
+            self.unposted.push(wr.with_signaled(i % 16 == 0));
+            return Ok(cid);
+        }
         self.qp
             .post_send([&wr])
             .map_err(|e| HostError::Protocol(format!("post_send: {e}")))?;
@@ -524,6 +579,9 @@ impl HostQueue {
                                 )));
                             }
                             slot.done = Some((cqe, wc.invalidated_rkey));
+                            if self.bench {
+                                self.done_ring.push_back(cqe.cid);
+                            }
                         }
                         None => self.stray.push(cqe),
                     }

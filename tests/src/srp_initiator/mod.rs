@@ -554,6 +554,20 @@ impl SrpInitiator {
 
     /// Polls completions and connection events once; returns how many things happened.
     pub fn poll_once(&mut self) -> Result<usize, FabricError> {
+        let n = self.poll_nowait()?;
+        if n == 0 {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        Ok(n)
+    }
+
+    /// Takes the oldest response that has arrived, without polling.
+    pub fn take_response(&mut self) -> Option<Response> {
+        self.responses.pop_front()
+    }
+
+    /// Like [`SrpInitiator::poll_once`] but never sleeps (benchmarks spin on it).
+    pub fn poll_nowait(&mut self) -> Result<usize, FabricError> {
         let mut wcs = [WorkCompletion::default(); 32];
         let n = self.cq.poll(&mut wcs);
         for wc in &wcs[..n] {
@@ -573,9 +587,6 @@ impl SrpInitiator {
                 self.disconnected = true;
                 let _ = self.id.disconnect();
             }
-        }
-        if n == 0 && m == 0 {
-            std::thread::sleep(Duration::from_micros(50));
         }
         Ok(n + m)
     }

@@ -1,0 +1,74 @@
+//! The benchmark runs and writes JSON with the figures it promises (a smoke test: the figures
+//! themselves are not judged).
+
+use std::process::Command;
+
+fn run(args: &[&str]) -> serde_json::Value {
+    let tag = args.join("_").replace(['-', '/'], "");
+    let dir = std::env::temp_dir().join(format!("rtgt-bench-smoke-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("out.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_rtgt-bench"))
+        .args(args)
+        .args(["--duration", "0.5", "--warmup", "0.2", "--quiet", "--json"])
+        .arg(&file)
+        .output()
+        .expect("run rtgt-bench");
+    assert!(
+        out.status.success(),
+        "rtgt-bench {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&file).expect("json written");
+    let _ = std::fs::remove_dir_all(&dir);
+    serde_json::from_str(&text).expect("valid JSON")
+}
+
+fn check(v: &serde_json::Value) {
+    assert!(v["ops"].as_u64().expect("ops") > 0, "{v}");
+    assert_eq!(v["errors"], 0, "{v}");
+    for k in ["iops", "mib_s", "seconds", "process_cpu_ns_per_io"] {
+        assert!(v[k].as_f64().is_some(), "{k} in {v}");
+    }
+    for k in ["mean", "p50", "p99", "p99.9", "max"] {
+        assert!(v["latency_us"][k].as_f64().is_some(), "latency {k} in {v}");
+    }
+    for k in ["cpu_ns_per_io", "allocs_per_io"] {
+        assert!(v["target"][k].as_f64().is_some(), "target {k} in {v}");
+    }
+}
+
+#[test]
+fn nvme_rdma_mixed_on_malloc_writes_json() {
+    let v = run(&[
+        "--transport",
+        "rdma",
+        "--qd",
+        "16",
+        "--qpairs",
+        "2",
+        "--rw",
+        "randrw",
+        "--bdev",
+        "malloc",
+        "--size-mib",
+        "16",
+    ]);
+    check(&v);
+    assert_eq!(v["config"]["qpairs"], 2);
+    let reads = v["reads"].as_u64().expect("reads");
+    assert!(reads > 0 && reads < v["ops"].as_u64().expect("ops"), "{v}");
+}
+
+#[test]
+fn srp_reads_write_json() {
+    let v = run(&["--transport", "srp", "--qd", "16", "--size-mib", "16"]);
+    check(&v);
+    assert_eq!(v["config"]["transport"], "srp");
+}
+
+#[test]
+fn bare_fabric_writes_json() {
+    let v = run(&["--transport", "fabric", "--qd", "16"]);
+    check(&v);
+}
