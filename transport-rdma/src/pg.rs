@@ -217,6 +217,7 @@ pub struct RdmaPg {
     wcs: [WorkCompletion; WC_BATCH],
     timer: Option<PollerId>,
     now: Instant,
+    now_ns: u64,
     epoch: u16,
     pending_data_buffer: u64,
 }
@@ -259,6 +260,7 @@ impl RdmaPg {
             wcs: [WorkCompletion::default(); WC_BATCH],
             timer: None,
             now: Instant::now(),
+            now_ns: 0,
             epoch: (core.index() as u16).wrapping_mul(0x3d),
             pending_data_buffer: 0,
             sh,
@@ -924,7 +926,7 @@ impl RdmaPg {
             r.done = 0;
             r.failed = false;
             r.send_slots = 0;
-            r.started = self.now;
+            r.started = self.now_ns;
             let recv = &mut self.recvs[rv as usize];
             let icd_len = (len as usize).saturating_sub(SQE_SIZE);
             let in_capsule: &[u8] = match recv.icd.as_ref() {
@@ -1003,16 +1005,8 @@ impl RdmaPg {
         let planned = {
             let r = &mut self.reqs[rk as usize];
             let qp = &mut self.qpairs[r.qp as usize];
-            let dev = &self.sh.devices[qp.dev];
             let n = r.ex.io.as_ref().and_then(|io| {
-                wr::plan(
-                    wr::remote(&r.ex.sgl),
-                    &io.bufs,
-                    r.ex.sgl.len(),
-                    qp.max_sge,
-                    |a| dev.pool_lkey(a),
-                    |_, _, _| {},
-                )
+                wr::count(wr::remote(&r.ex.sgl), &io.bufs, r.ex.sgl.len(), qp.max_sge)
             });
             match n {
                 Some(n) => {
@@ -1130,16 +1124,8 @@ impl RdmaPg {
         r.rsp.as_mut_slice()[..CQE_SIZE].copy_from_slice(&cqe);
         let qp = &mut self.qpairs[r.qp as usize];
         if r.ex.data_len > 0 && r.dir == Direction::ControllerToHost && r.data == Data::Pool {
-            let dev = &self.sh.devices[qp.dev];
             let n = r.ex.io.as_ref().and_then(|io| {
-                wr::plan(
-                    wr::remote(&r.ex.sgl),
-                    &io.bufs,
-                    r.ex.data_len,
-                    qp.max_sge,
-                    |a| dev.pool_lkey(a),
-                    |_, _, _| {},
-                )
+                wr::count(wr::remote(&r.ex.sgl), &io.bufs, r.ex.data_len, qp.max_sge)
             });
             if let Some(n) = n {
                 r.wrs = n;
@@ -1487,7 +1473,7 @@ impl RdmaPg {
         }
         let qk = r.qp;
         let slots = u32::from(r.send_slots);
-        let latency = self.now.saturating_duration_since(r.started).as_nanos() as u64;
+        let latency = self.now_ns.saturating_sub(r.started);
         let disconnect = r.ex.disconnect_after;
         if let Some(qp) = self.qpairs.get_mut(qk as usize) {
             qp.sq_used = qp.sq_used.saturating_sub(slots);
@@ -1801,7 +1787,8 @@ mod smallvec_keys {
 
 impl TransportPollGroup for RdmaPg {
     fn poll(&mut self, core: &mut PgCore, completions: &mut Vec<Box<BdevIo>>) -> usize {
-        self.now = Instant::now();
+        self.now = core.now();
+        self.now_ns = core.now_ns();
         let mut work = 0;
         for io in completions.drain(..) {
             self.io_done(core, io);

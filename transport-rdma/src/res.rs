@@ -6,7 +6,6 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Instant;
 
 use fabric::mem::{DmaRegion, IoBuf};
 use fabric::{Access, Mr, RecvWr, Sge, SgeList};
@@ -126,7 +125,7 @@ pub(crate) struct Req {
     pub send_slots: u16,
     pub rsp: IoBuf,
     pub rsp_lkey: u32,
-    pub started: Instant,
+    pub started: u64,
 }
 
 impl Req {
@@ -199,7 +198,6 @@ impl ResSet {
             });
             set.recvs.push(k as u32);
         }
-        let now = Instant::now();
         for rsp in rsps {
             *epoch = epoch.wrapping_add(1);
             let key = reqs.vacant_key() as u32;
@@ -219,7 +217,7 @@ impl ResSet {
                 send_slots: 0,
                 rsp,
                 rsp_lkey,
-                started: now,
+                started: 0,
             });
             set.reqs.push(k as u32);
             set.free_reqs.push(k as u32);

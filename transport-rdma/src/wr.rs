@@ -17,6 +17,23 @@ pub(crate) fn remote(sgl: &DataSgl) -> &[KeyedSgl] {
     }
 }
 
+/// How many work requests [`plan`] would produce (`None` where it would fail on lengths),
+/// without building them: one keyed segment into one buffer, the usual case, costs nothing.
+pub(crate) fn count(
+    remote: &[KeyedSgl],
+    local: &[IoBuf],
+    limit: u32,
+    max_sge: usize,
+) -> Option<u16> {
+    if let ([r], [b]) = (remote, local)
+        && limit <= r.len
+        && limit as usize <= b.len()
+    {
+        return Some(u16::from(limit > 0));
+    }
+    plan(remote, local, limit, max_sge, |_| Some(0), |_, _, _| {})
+}
+
 /// Walks the first `limit` bytes of `remote` against `local`, calling `f(remote_addr, rkey,
 /// sges)` for each work request. `lkey` maps a local buffer address to its key. Returns the
 /// number of work requests, or `None` if the local buffers are too short or a buffer has no
@@ -154,6 +171,28 @@ mod tests {
         let l = bufs(&[4096]);
         assert_eq!(run(&[k(0, 4096)], &l, 20, 16), Some(vec![(0, vec![20])]));
         assert_eq!(run(&[k(0, 4096)], &l, 0, 16), Some(vec![]));
+    }
+
+    #[test]
+    fn count_agrees_with_plan() {
+        let cases: &[(&[KeyedSgl], &[usize], u32, usize)] = &[
+            (&[k(0, 4096)], &[4096], 4096, 16),
+            (&[k(0, 4096)], &[4096], 20, 16),
+            (&[k(0, 4096)], &[4096], 0, 16),
+            (&[k(0, 100)], &[100], 200, 16),
+            (&[k(0, 200)], &[100], 200, 16),
+            (&[k(0, 450)], &[100, 100, 100, 100, 50], 450, 2),
+            (&[k(0x10, 200), k(0x9000, 400)], &[300, 300], 600, 16),
+        ];
+        for &(remote, sizes, limit, max_sge) in cases {
+            let l = bufs(sizes);
+            let planned = plan(remote, &l, limit, max_sge, |_| Some(1), |_, _, _| {});
+            assert_eq!(
+                count(remote, &l, limit, max_sge),
+                planned,
+                "{sizes:?} {limit}"
+            );
+        }
     }
 
     #[test]

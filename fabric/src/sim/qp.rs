@@ -73,13 +73,17 @@ impl Op {
 
     fn opcode(&self) -> WcOpcode {
         match self {
-            Op::Wr(w) => match w.op {
-                WrOp::Send | WrOp::SendWithInv { .. } => WcOpcode::Send,
-                WrOp::RdmaWrite { .. } => WcOpcode::RdmaWrite,
-                WrOp::RdmaRead { .. } => WcOpcode::RdmaRead,
-            },
+            Op::Wr(w) => wr_opcode(w),
             Op::Bind(_) => WcOpcode::BindMw,
         }
+    }
+}
+
+fn wr_opcode(w: &SendWr) -> WcOpcode {
+    match w.op {
+        WrOp::Send | WrOp::SendWithInv { .. } => WcOpcode::Send,
+        WrOp::RdmaWrite { .. } => WcOpcode::RdmaWrite,
+        WrOp::RdmaRead { .. } => WcOpcode::RdmaRead,
     }
 }
 
@@ -206,7 +210,24 @@ impl SQp {
     /// request and frees send-queue slots as a real adapter does.
     #[inline]
     fn complete(&self, sq: &mut SendQ, op: &Op, status: WcStatus, byte_len: u32) {
-        if status.is_success() && !op.signaled() && !self.sig_all {
+        self.complete_raw(
+            sq,
+            (op.wr_id(), op.signaled(), op.opcode()),
+            status,
+            byte_len,
+        );
+    }
+
+    /// [`SQp::complete`] for `(wr_id, signaled, opcode)`.
+    #[inline]
+    fn complete_raw(
+        &self,
+        sq: &mut SendQ,
+        (wr_id, signaled, opcode): (u64, bool, WcOpcode),
+        status: WcStatus,
+        byte_len: u32,
+    ) {
+        if status.is_success() && !signaled && !self.sig_all {
             sq.unsignaled += 1;
             return;
         }
@@ -214,9 +235,9 @@ impl SQp {
         sq.unsignaled = 0;
         self.scq.push(
             WorkCompletion {
-                wr_id: op.wr_id(),
+                wr_id,
                 status,
-                opcode: op.opcode(),
+                opcode,
                 byte_len,
                 qp_num: self.qpn,
                 invalidated_rkey: None,
@@ -260,6 +281,33 @@ impl SQp {
                 self.start_rnr_wait(sq, p.seq, deferred);
             }
             r => self.finish(sq, &p, r),
+        }
+    }
+
+    /// [`SQp::enqueue`] for a send work request, executing it in place when nothing waits
+    /// ahead of it (the common case): no copy of the ~300-byte request unless it must wait.
+    #[inline]
+    fn enqueue_wr(self: &Arc<Self>, sq: &mut SendQ, wr: &SendWr, deferred: &mut Option<Arc<SQp>>) {
+        if self.st() == ST_ERROR || !sq.pending.is_empty() {
+            return self.enqueue(sq, Op::Wr(*wr), deferred);
+        }
+        sq.outstanding += 1;
+        sq.seq += 1;
+        let what = (wr.wr_id, wr.signaled, wr_opcode(wr));
+        match self.exec_wr(sq, wr, deferred) {
+            Exec::Done(n) => self.complete_raw(sq, what, WcStatus::Success, n),
+            Exec::Fail(status) => {
+                self.complete_raw(sq, what, status, 0);
+                self.enter_error_locked(sq);
+            }
+            Exec::Rnr => {
+                let seq = sq.seq;
+                sq.pending.push_back(Pending {
+                    op: Op::Wr(*wr),
+                    seq,
+                });
+                self.start_rnr_wait(sq, seq, deferred);
+            }
         }
     }
 
@@ -376,22 +424,32 @@ impl SQp {
     fn exec(self: &Arc<Self>, sq: &mut SendQ, op: &Op, deferred: &mut Option<Arc<SQp>>) -> Exec {
         match op {
             Op::Bind(b) => self.exec_bind(b),
-            Op::Wr(wr) => {
-                let Some(peer) = sq.peer.clone() else {
-                    return Exec::Fail(WcStatus::RetryExcErr);
-                };
-                match wr.op {
-                    WrOp::Send => self.exec_send(sq, &peer, wr, None, deferred),
-                    WrOp::SendWithInv { invalidate_rkey } => {
-                        self.exec_send(sq, &peer, wr, Some(invalidate_rkey), deferred)
-                    }
-                    WrOp::RdmaWrite { remote_addr, rkey } => {
-                        self.exec_write(sq, &peer, wr, remote_addr, rkey, deferred)
-                    }
-                    WrOp::RdmaRead { remote_addr, rkey } => {
-                        self.exec_read(sq, &peer, wr, remote_addr, rkey, deferred)
-                    }
-                }
+            Op::Wr(wr) => self.exec_wr(sq, wr, deferred),
+        }
+    }
+
+    #[inline]
+    fn exec_wr(
+        self: &Arc<Self>,
+        sq: &mut SendQ,
+        wr: &SendWr,
+        deferred: &mut Option<Arc<SQp>>,
+    ) -> Exec {
+        // Borrow the peer and the key cache apart: no reference-count traffic per request.
+        let SendQ { cache, peer, .. } = sq;
+        let Some(peer) = peer.as_ref() else {
+            return Exec::Fail(WcStatus::RetryExcErr);
+        };
+        match wr.op {
+            WrOp::Send => self.exec_send(cache, peer, wr, None, deferred),
+            WrOp::SendWithInv { invalidate_rkey } => {
+                self.exec_send(cache, peer, wr, Some(invalidate_rkey), deferred)
+            }
+            WrOp::RdmaWrite { remote_addr, rkey } => {
+                self.exec_write(cache, peer, wr, remote_addr, rkey, deferred)
+            }
+            WrOp::RdmaRead { remote_addr, rkey } => {
+                self.exec_read(cache, peer, wr, remote_addr, rkey, deferred)
             }
         }
     }
@@ -416,7 +474,7 @@ impl SQp {
     #[inline]
     fn exec_send(
         self: &Arc<Self>,
-        sq: &mut SendQ,
+        cache: &mut KeyCache,
         peer: &Arc<SQp>,
         wr: &SendWr,
         inv: Option<u32>,
@@ -431,7 +489,13 @@ impl SQp {
         if !matches!(peer.st(), ST_RTR | ST_RTS) {
             return Exec::Fail(WcStatus::RetryExcErr);
         }
-        let Some(recv) = rq.q.front().copied() else {
+        // Borrow the receive in place (a receive request is ~270 bytes).
+        let RecvQ {
+            q: rq_q,
+            cache: rq_cache,
+            ..
+        } = &mut *rq;
+        let Some(recv) = rq_q.front() else {
             // Flags are set under the receive lock so that a receive posted right after
             // cannot miss us.
             self.rnr_blocked.store(true, Ordering::Release);
@@ -459,7 +523,7 @@ impl SQp {
         let mut dst = [Seg::EMPTY; MAX_SGE];
         let (mut t1, mut t2) = (0, 0);
         let fast = {
-            let rs = sq.cache.local(
+            let rs = cache.local(
                 &mut t1,
                 &self.dev,
                 self.pd.id(),
@@ -467,8 +531,7 @@ impl SQp {
                 false,
                 &mut src,
             );
-            let rq = &mut *rq;
-            let rd = rq.cache.local(
+            let rd = rq_cache.local(
                 &mut t2,
                 &peer.dev,
                 peer.pd.id(),
@@ -483,6 +546,7 @@ impl SQp {
                 _ => None,
             }
         };
+        let recv_wr_id = recv.wr_id;
         let outcome = match fast {
             Some(o) => o,
             None => {
@@ -503,7 +567,7 @@ impl SQp {
             Outcome::Ok => {}
             Outcome::Prot => {
                 peer.rcq.push(
-                    Self::recv_wc(peer, recv.wr_id, WcStatus::LocProtErr, 0),
+                    Self::recv_wc(peer, recv_wr_id, WcStatus::LocProtErr, 0),
                     false,
                 );
                 Self::peer_failed(peer, deferred);
@@ -511,14 +575,14 @@ impl SQp {
             }
             Outcome::Len => {
                 peer.rcq.push(
-                    Self::recv_wc(peer, recv.wr_id, WcStatus::LocLenErr, 0),
+                    Self::recv_wc(peer, recv_wr_id, WcStatus::LocLenErr, 0),
                     false,
                 );
                 Self::peer_failed(peer, deferred);
                 return Exec::Fail(WcStatus::RemOpErr);
             }
         }
-        let mut wc = Self::recv_wc(peer, recv.wr_id, WcStatus::Success, total as u32);
+        let mut wc = Self::recv_wc(peer, recv_wr_id, WcStatus::Success, total as u32);
         if let Some(rkey) = inv {
             if peer.invalidate(rkey) {
                 wc.invalidated_rkey = Some(rkey);
@@ -554,7 +618,7 @@ impl SQp {
     #[inline]
     fn exec_write(
         &self,
-        sq: &mut SendQ,
+        cache: &mut KeyCache,
         peer: &Arc<SQp>,
         wr: &SendWr,
         remote_addr: u64,
@@ -567,7 +631,7 @@ impl SQp {
         let total = wr.sges.total_len() as usize;
         let mut src = [Seg::EMPTY; MAX_SGE];
         let mut t = 0;
-        let rs = sq.cache.local(
+        let rs = cache.local(
             &mut t,
             &self.dev,
             self.pd.id(),
@@ -575,7 +639,7 @@ impl SQp {
             false,
             &mut src,
         );
-        let rd = sq.cache.remote(
+        let rd = cache.remote(
             &mut t,
             &peer.dev,
             peer.pd.id(),
@@ -622,7 +686,7 @@ impl SQp {
     #[inline]
     fn exec_read(
         &self,
-        sq: &mut SendQ,
+        cache: &mut KeyCache,
         peer: &Arc<SQp>,
         wr: &SendWr,
         remote_addr: u64,
@@ -640,7 +704,7 @@ impl SQp {
         let total = wr.sges.total_len() as usize;
         let mut dst = [Seg::EMPTY; MAX_SGE];
         let mut t = 0;
-        let rs = sq.cache.remote(
+        let rs = cache.remote(
             &mut t,
             &peer.dev,
             peer.pd.id(),
@@ -650,7 +714,7 @@ impl SQp {
             total,
             Access::REMOTE_READ,
         );
-        let rd = sq.cache.local(
+        let rd = cache.local(
             &mut t,
             &self.dev,
             self.pd.id(),
@@ -747,7 +811,7 @@ impl SQp {
                     res = Err(PostError { posted: i, kind });
                     break;
                 }
-                self.enqueue(&mut sq, Op::Wr(*wr), &mut deferred);
+                self.enqueue_wr(&mut sq, wr, &mut deferred);
             }
         }
         if let Some(p) = deferred {

@@ -16,6 +16,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use arrayvec::ArrayVec;
+
+use crate::reactor::instant_ns;
 use fabric::mem::IoBuf;
 
 pub use aio::{AioBdev, AioEngine, AioParams};
@@ -171,8 +173,9 @@ pub struct BdevIo {
     pub tag: u64,
     /// Set on completion.
     pub status: IoStatus,
-    /// When it was submitted (for latency statistics).
-    pub submitted: Option<Instant>,
+    /// When it was submitted, in [`crate::reactor::instant_ns`] form (0: unknown), for
+    /// latency statistics.
+    pub submitted_ns: u64,
 }
 
 impl BdevIo {
@@ -183,7 +186,7 @@ impl BdevIo {
             bufs: IoBufs::new(),
             tag,
             status: IoStatus::Pending,
-            submitted: None,
+            submitted_ns: 0,
         }
     }
 
@@ -367,8 +370,14 @@ impl IoChannel {
     /// Starts an I/O. Invalid I/Os (out of range, buffers too small, unsupported) complete with
     /// an error status on the next poll instead of reaching the backend. `Err` means the backend
     /// is busy: the I/O is handed back to retry later.
-    pub fn submit(&mut self, mut io: Box<BdevIo>) -> Result<(), Box<BdevIo>> {
-        io.submitted = Some(Instant::now());
+    pub fn submit(&mut self, io: Box<BdevIo>) -> Result<(), Box<BdevIo>> {
+        self.submit_at(io, instant_ns(Instant::now()))
+    }
+
+    /// [`IoChannel::submit`] with the submission time given in [`instant_ns`] form (a reactor
+    /// passes its loop time rather than reading the clock per I/O).
+    pub fn submit_at(&mut self, mut io: Box<BdevIo>, now_ns: u64) -> Result<(), Box<BdevIo>> {
+        io.submitted_ns = now_ns;
         if let Some(status) = self.check(&io) {
             io.status = status;
             self.reject(io);
@@ -400,11 +409,17 @@ impl IoChannel {
 
     /// Hands completed I/Os to `done`; returns how many.
     pub fn poll(&mut self, done: &mut dyn FnMut(Box<BdevIo>)) -> usize {
+        self.poll_at(instant_ns(Instant::now()), done)
+    }
+
+    /// [`IoChannel::poll`] with the completion time given in [`instant_ns`] form (for latency
+    /// statistics).
+    pub fn poll_at(&mut self, now_ns: u64, done: &mut dyn FnMut(Box<BdevIo>)) -> usize {
         let stats = &self.stats;
         let bs = self.block_size;
         let mut n = 0;
         let mut finish = |io: Box<BdevIo>| {
-            stats.record(&io, bs);
+            stats.record(&io, bs, now_ns);
             done(io);
         };
         for io in self.rejected.drain(..) {

@@ -37,15 +37,17 @@ fn raise(a: &AtomicU64, v: u64) {
 }
 
 impl ChannelStats {
-    /// Records a completed I/O.
-    pub fn record(&self, io: &BdevIo, block_size: u64) {
+    /// Records an I/O completed at `now_ns` ([`crate::reactor::instant_ns`] form).
+    pub fn record(&self, io: &BdevIo, block_size: u64, now_ns: u64) {
         if io.status != IoStatus::Success {
             bump(&self.num_errors, 1);
             return;
         }
-        let lat = io.submitted.map_or(0, |t| {
-            t.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64
-        });
+        let lat = if io.submitted_ns == 0 {
+            0
+        } else {
+            now_ns.saturating_sub(io.submitted_ns)
+        };
         match io.op {
             BdevOp::Read { num_blocks, .. } => {
                 bump(&self.num_read_ops, 1);

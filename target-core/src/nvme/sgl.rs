@@ -245,6 +245,19 @@ impl SglPolicy {
 ///   more entries than MSDBD: Invalid Number of SGL Descriptors (0x0E); list outside the
 ///   received capsule: SGL Offset Invalid; non-keyed entries: SGL Descriptor Type Invalid.
 pub fn parse(sqe: &Sqe, in_capsule: &[u8], policy: &SglPolicy) -> Result<DataSgl, Status> {
+    let mut out = DataSgl::None;
+    parse_into(sqe, in_capsule, policy, &mut out)?;
+    Ok(out)
+}
+
+/// [`parse`] into `out` (left as it was on error): a transport parses into its preallocated
+/// request without moving the (large) list variant around per command.
+pub fn parse_into(
+    sqe: &Sqe,
+    in_capsule: &[u8],
+    policy: &SglPolicy,
+    out: &mut DataSgl,
+) -> Result<(), Status> {
     if sqe.psdt() == 3 {
         return Err(Status::INVALID_FIELD);
     }
@@ -258,16 +271,18 @@ pub fn parse(sqe: &Sqe, in_capsule: &[u8], policy: &SglPolicy) -> Result<DataSgl
             if k.len > policy.max_len {
                 return Err(Status::DATA_SGL_LENGTH_INVALID);
             }
-            Ok(if k.len == 0 {
+            *out = if k.len == 0 {
                 DataSgl::None
             } else {
                 DataSgl::Keyed(k)
-            })
+            };
+            Ok(())
         }
         (sgl_type::DATA_BLOCK, sgl_subtype::OFFSET) => {
             let len = d.length();
             if len == 0 {
-                return Ok(DataSgl::None);
+                *out = DataSgl::None;
+                return Ok(());
             }
             if sqe.direction() != Direction::HostToController {
                 return Err(Status::INVALID_FIELD);
@@ -276,18 +291,20 @@ pub fn parse(sqe: &Sqe, in_capsule: &[u8], policy: &SglPolicy) -> Result<DataSgl
             if end - offset > u64::from(policy.max_len) {
                 return Err(Status::DATA_SGL_LENGTH_INVALID);
             }
-            Ok(DataSgl::InCapsule {
+            *out = DataSgl::InCapsule {
                 // Both fit in u32: end <= in_capsule_capacity.
                 offset: offset as u32,
                 len,
-            })
+            };
+            Ok(())
         }
         (sgl_type::DATA_BLOCK, _) => Err(Status::INVALID_FIELD),
         (sgl_type::LAST_SEGMENT, sgl_subtype::OFFSET) => {
             if !policy.keyed {
                 return Err(Status::SGL_TYPE_INVALID);
             }
-            keyed_list(&d, in_capsule, policy)
+            *out = keyed_list(&d, in_capsule, policy)?;
+            Ok(())
         }
         (sgl_type::LAST_SEGMENT, _) => Err(Status::INVALID_FIELD),
         (sgl_type::TRANSPORT_DATA_BLOCK, st) => {
@@ -301,11 +318,12 @@ pub fn parse(sqe: &Sqe, in_capsule: &[u8], policy: &SglPolicy) -> Result<DataSgl
             if len > policy.max_len {
                 return Err(Status::DATA_SGL_LENGTH_INVALID);
             }
-            Ok(if len == 0 {
+            *out = if len == 0 {
                 DataSgl::None
             } else {
                 DataSgl::Transport { len }
-            })
+            };
+            Ok(())
         }
         _ => Err(Status::SGL_TYPE_INVALID),
     }

@@ -162,16 +162,21 @@ pub fn begin(
 ) -> Result<Direction, Status> {
     q.consume_sqe();
     let policy = q.sgl_policy(t, in_capsule_capacity);
-    let sgl = sgl::parse(&req.sqe, in_capsule, &policy)?;
+    if let Err(s) = sgl::parse_into(&req.sqe, in_capsule, &policy, &mut req.sgl) {
+        req.sgl = DataSgl::None;
+        return Err(s);
+    }
     let dir = req.sqe.direction();
-    let dir = match (dir, sgl.is_empty()) {
+    let dir = match (dir, req.sgl.is_empty()) {
         (_, true) => Direction::None,
-        (Direction::Bidirectional, false) => return Err(Status::INVALID_OPCODE),
+        (Direction::Bidirectional, false) => {
+            req.sgl = DataSgl::None;
+            return Err(Status::INVALID_OPCODE);
+        }
         // Data on a command that moves none: the command decides (usually a length error).
         (Direction::None, false) => Direction::None,
         (d, false) => d,
     };
-    req.sgl = sgl;
     Ok(dir)
 }
 

@@ -31,6 +31,15 @@ use parking_lot::Mutex;
 pub use cpumask::{format_cpumask, parse_cpumask};
 pub use for_each::Step;
 
+/// Nanoseconds from a process-wide origin to `t` (0 before the origin). Data-path timestamps
+/// are kept in this form: subtracting two `u64`s per request is cheaper than subtracting
+/// `Instant`s, and a reactor converts its loop time once per iteration ([`ReactorCtx::now_ns`]).
+pub fn instant_ns(t: Instant) -> u64 {
+    static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    let origin = *ORIGIN.get_or_init(|| Instant::now() - Duration::from_secs(1));
+    t.saturating_duration_since(origin).as_nanos() as u64
+}
+
 /// A message: a closure run on the target reactor's thread.
 pub type Msg = Box<dyn FnOnce(&mut ReactorCtx) + Send + 'static>;
 

@@ -187,8 +187,9 @@ impl Target {
                     ctx.poller("nvmf_poll_group")
                         .arm(|ctx| with_poll_group(ctx, |pg| pg.arm()).unwrap_or(false))
                         .register(|ctx| {
+                            let now = ctx.now();
                             PollStatus::from_count(
-                                with_poll_group(ctx, |pg| pg.poll()).unwrap_or(0),
+                                with_poll_group(ctx, |pg| pg.poll(now)).unwrap_or(0),
                             )
                         });
                 },

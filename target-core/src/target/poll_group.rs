@@ -8,6 +8,7 @@ use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 use super::Target;
 use super::error::CoreError;
@@ -183,6 +184,8 @@ pub struct PgCore {
     fd_ops: Vec<FdOp>,
     inflight: usize,
     stats: PgStats,
+    now: Instant,
+    now_ns: u64,
 }
 
 impl std::fmt::Debug for PgCore {
@@ -197,6 +200,17 @@ impl PgCore {
     /// The poll group's index (= its reactor's index).
     pub fn index(&self) -> usize {
         self.index
+    }
+
+    /// The time at the start of the current poll (the reactor's loop time): transports use it
+    /// instead of reading the clock per request.
+    pub fn now(&self) -> Instant {
+        self.now
+    }
+
+    /// [`PgCore::now`] in [`crate::reactor::instant_ns`] form.
+    pub fn now_ns(&self) -> u64 {
+        self.now_ns
     }
 
     /// The target.
@@ -339,7 +353,7 @@ impl PgCore {
             return Err(io);
         };
         io.tag = (io.tag & TAG_MASK) | ((transport as u64) << 48);
-        ns.channel.submit(io)?;
+        ns.channel.submit_at(io, self.now_ns)?;
         sg.inflight += 1;
         self.inflight += 1;
         self.stats.pending_bdev_io += 1;
@@ -421,13 +435,14 @@ impl PgCore {
             return 0;
         }
         let mut total = 0;
+        let now = self.now_ns;
         for sg in self.sgroups.iter_mut().flatten() {
             if sg.inflight == 0 {
                 continue;
             }
             let mut n = 0;
             for ns in sg.ns.iter_mut().flatten() {
-                n += ns.channel.poll(&mut |mut io| {
+                n += ns.channel.poll_at(now, &mut |mut io| {
                     let t = (io.tag >> 48) as usize;
                     io.tag &= TAG_MASK;
                     match completions.get_mut(t) {
@@ -610,6 +625,8 @@ impl PollGroup {
                 fd_ops: Vec::new(),
                 inflight: 0,
                 stats: PgStats::default(),
+                now: Instant::now(),
+                now_ns: crate::reactor::instant_ns(Instant::now()),
             },
             transports: Vec::new(),
             completions: Vec::new(),
@@ -658,8 +675,10 @@ impl PollGroup {
         }
     }
 
-    /// One poll: bdev completions, then every transport.
-    pub(crate) fn poll(&mut self) -> usize {
+    /// One poll at `now` (the reactor's loop time): bdev completions, then every transport.
+    pub(crate) fn poll(&mut self, now: Instant) -> usize {
+        self.core.now = now;
+        self.core.now_ns = crate::reactor::instant_ns(now);
         let mut n = self.core.poll_channels(&mut self.completions);
         for (i, t) in self.transports.iter_mut().enumerate() {
             if let Some(t) = t {

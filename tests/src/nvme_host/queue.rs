@@ -191,6 +191,7 @@ pub struct HostQueue {
     bench: bool,
     done_ring: std::collections::VecDeque<u16>,
     unposted: Vec<SendWr>,
+    unposted_recvs: Vec<RecvWr>,
 }
 
 fn next_event(ch: &EventChannel, deadline: Instant) -> Result<fabric::CmEvent, HostError> {
@@ -338,19 +339,26 @@ impl HostQueue {
             bench: false,
             done_ring: std::collections::VecDeque::with_capacity(depth),
             unposted: Vec::with_capacity(depth),
+            unposted_recvs: Vec::with_capacity(depth),
         })
     }
 
     /// Benchmark mode (for `rtgt-bench`): reads are not poisoned, completed CIDs queue up for
     /// [`HostQueue::pop_done`] (so a driver need not scan its commands), and submitted
-    /// commands wait for [`HostQueue::flush`] to post them in one call. Nothing allocates per
+    /// commands and reposted receives wait for [`HostQueue::flush`] to post them in one call. Nothing allocates per
     /// command in this mode.
     pub fn set_bench_mode(&mut self, on: bool) {
         self.bench = on;
     }
 
-    /// Posts the commands submitted in benchmark mode; returns how many.
+    /// Posts the receives and commands queued in benchmark mode (receives first, so that
+    /// every response finds one); returns how many commands.
     pub fn flush(&mut self) -> Result<usize, HostError> {
+        if !self.unposted_recvs.is_empty() {
+            let r = self.qp.post_recv(self.unposted_recvs.iter());
+            self.unposted_recvs.clear();
+            r.map_err(|e| HostError::Protocol(format!("repost: {e}")))?;
+        }
         let n = self.unposted.len();
         if n > 0 {
             let r = self.qp.post_send(self.unposted.iter());
@@ -561,12 +569,17 @@ impl HostQueue {
                     }
                     let cqe = Cqe::decode(&self.rsp.as_slice()[i * 16..i * 16 + 16])
                         .ok_or_else(|| HostError::Protocol("short CQE".into()))?;
-                    self.qp
-                        .post_recv([&RecvWr::new(
-                            K_RECV | i as u64,
-                            SgeList::one(self.rsp_mr.sge(self.rsp.addr() + (i * 16) as u64, 16)),
-                        )])
-                        .map_err(|e| HostError::Protocol(format!("repost: {e}")))?;
+                    let wr = RecvWr::new(
+                        K_RECV | i as u64,
+                        SgeList::one(self.rsp_mr.sge(self.rsp.addr() + (i * 16) as u64, 16)),
+                    );
+                    if self.bench {
+                        self.unposted_recvs.push(wr);
+                    } else {
+                        self.qp
+                            .post_recv([&wr])
+                            .map_err(|e| HostError::Protocol(format!("repost: {e}")))?;
+                    }
                     match self.slot_of(cqe.cid) {
                         Some(s) => {
                             let slot = &mut self.slots[s];
