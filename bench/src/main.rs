@@ -119,6 +119,10 @@ pub struct Args {
     /// repeatable. The target's CPU figures then include the initiator.
     #[arg(long)]
     pub inline_initiator: bool,
+    /// Connect the queue pairs and send nothing: measures what idle connected reactors cost
+    /// (`target.cpu_utilization`; NVMe/RDMA only).
+    #[arg(long)]
+    pub idle: bool,
     /// Reactors spin instead of sleeping when idle (no adaptive polling).
     #[arg(long)]
     pub no_idle_sleep: bool,
@@ -262,6 +266,7 @@ pub struct Window {
     reactors: cpu::Threads,
     busy0: u64,
     idle0: u64,
+    sleeps0: u64,
     stats: Option<target_core::reactor::Reactors>,
 }
 
@@ -283,6 +288,8 @@ pub struct WindowResult {
     pub idle_ns: u64,
     /// Reactor threads found.
     pub reactor_threads: usize,
+    /// Times the reactors went to sleep.
+    pub sleeps: u64,
 }
 
 impl Window {
@@ -290,7 +297,9 @@ impl Window {
     pub fn open(thread_prefix: &str, reactors: Option<target_core::reactor::Reactors>) -> Self {
         let threads = cpu::Threads::named(thread_prefix);
         let (busy0, idle0) = reactors.as_ref().map_or((0, 0), busy_idle);
+        let sleeps0 = reactors.as_ref().map_or(0, sleeps);
         Self {
+            sleeps0,
             reactor_cpu0: threads.cpu_ns(),
             process_cpu0: cpu::process_ns(),
             allocs0: alloc::counts(),
@@ -317,8 +326,20 @@ impl Window {
             busy_ns: busy.saturating_sub(self.busy0),
             idle_ns: idle.saturating_sub(self.idle0),
             reactor_threads: self.reactors.len(),
+            sleeps: self
+                .stats
+                .as_ref()
+                .map_or(0, sleeps)
+                .saturating_sub(self.sleeps0),
         }
     }
+}
+
+fn sleeps(r: &target_core::reactor::Reactors) -> u64 {
+    (0..r.len())
+        .filter_map(|i| r.stats(i))
+        .map(|s| s.sleeps.load(Ordering::Relaxed))
+        .sum()
 }
 
 fn busy_idle(r: &target_core::reactor::Reactors) -> (u64, u64) {
@@ -377,6 +398,7 @@ pub fn report(a: &Args, h: &HostResult, w: &WindowResult, load_before: Value) ->
             "block_size": a.block_size,
             "initiator_threads": a.initiator_threads,
             "inline_initiator": a.inline_initiator,
+            "idle": a.idle,
             "idle_sleep": !a.no_idle_sleep,
             "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
         },
@@ -409,6 +431,8 @@ pub fn report(a: &Args, h: &HostResult, w: &WindowResult, load_before: Value) ->
             "allocs_per_io": w.other_allocs as f64 / ops,
         },
         "process_cpu_ns_per_io": w.process_cpu_ns as f64 / ops,
+        "process_cpu_utilization": w.process_cpu_ns as f64 / (w.seconds * 1e9),
+        "reactor_sleeps_per_s": w.sleeps as f64 / w.seconds,
         "loadavg_before": load_before,
         "loadavg_after": loadavg(),
     })
@@ -416,6 +440,20 @@ pub fn report(a: &Args, h: &HostResult, w: &WindowResult, load_before: Value) ->
 
 fn print_human(r: &Value) {
     let c = &r["config"];
+    if c["idle"] == true {
+        let f = |v: &Value| v.as_f64().unwrap_or(0.0);
+        println!(
+            "idle: {} qpairs on {} reactor(s) for {:.1} s: reactors {:.3}% CPU ({} thread(s)), process {:.3}% CPU, {:.0} sleeps/s",
+            c["qpairs"],
+            c["reactors"],
+            f(&r["seconds"]),
+            f(&r["target"]["cpu_utilization"]) * 100.0,
+            r["target"]["threads"],
+            f(&r["process_cpu_utilization"]) * 100.0,
+            f(&r["reactor_sleeps_per_s"]),
+        );
+        return;
+    }
     println!(
         "{} {} bs={} qd={} qpairs={} reactors={} bdev={} ({} s)",
         c["transport"].as_str().unwrap_or(""),

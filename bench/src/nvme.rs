@@ -57,6 +57,15 @@ pub fn run(a: &Args) -> Result<(HostResult, WindowResult), String> {
     }
     let phase = Arc::new(AtomicU8::new(phase::WARMUP));
     let reactors = t.target.reactors().clone();
+    if a.idle {
+        // Connected and silent: what do the reactors cost when there is nothing to do?
+        let w = crate::drive_phases(a, &phase, "reactor_", Some(reactors));
+        ctrl.io = queues;
+        if let Err(e) = ctrl.shutdown() {
+            eprintln!("rtgt-bench: controller shutdown: {e}");
+        }
+        return Ok((HostResult::default(), w));
+    }
     let (results, window, queues) = if a.inline_initiator {
         inline(a, queues, dev_blocks, in_capsule, &phase, &t)?
     } else {

@@ -1,5 +1,8 @@
 //! The acceptor: one RDMA CM event channel for the transport, its listeners, and a poller on
-//! reactor 0 that validates connect requests and hands connections to poll groups.
+//! reactor 0 that validates connect requests and hands connections to poll groups; beside it,
+//! one poller per device reads the device's asynchronous events. Both are timed pollers at
+//! `acceptor_poll_rate` driven by their fds: they run as soon as an event is ready, and an idle
+//! reactor sleeps through their period (see [`target_core::reactor`]).
 //!
 //! Events about a connection's identifier arrive on this channel too (RDMA CM reports a
 //! passive connection on its listener's channel); the acceptor forwards them by message to
@@ -26,6 +29,7 @@ const EVENT_BATCH: usize = 32;
 struct State {
     listeners: Vec<(ListenAddr, CmId)>,
     poller: Option<PollerId>,
+    async_pollers: Vec<PollerId>,
     stopped: bool,
     next_admin: usize,
     next_io: usize,
@@ -49,6 +53,7 @@ impl Acceptor {
             st: Mutex::new(State {
                 listeners: Vec::new(),
                 poller: None,
+                async_pollers: Vec::new(),
                 stopped: false,
                 next_admin: 0,
                 next_io: 0,
@@ -68,7 +73,19 @@ impl Acceptor {
                     .period(period)
                     .wake_fd(fd)
                     .register(move |_| PollStatus::from_count(me.poll()));
-                a.st.lock().poller = Some(id);
+                let mut ids = Vec::new();
+                for (d, dev) in a.sh.devices.iter().enumerate() {
+                    let me = Arc::clone(&a);
+                    ids.push(
+                        rctx.poller(format!("nvmf_rdma_async_{}", dev.name))
+                            .period(period)
+                            .wake_fd(dev.device.async_fd())
+                            .register(move |_| PollStatus::from_count(me.async_events(d))),
+                    );
+                }
+                let mut st = a.st.lock();
+                st.poller = Some(id);
+                st.async_pollers = ids;
             })
             .map_err(|e| TransportError::Other(format!("cannot start the RDMA acceptor: {e}")))?;
         Ok(acc)
@@ -108,11 +125,18 @@ impl Acceptor {
         let mut st = self.st.lock();
         st.stopped = true;
         st.listeners.clear();
-        if let Some(id) = st.poller.take() {
-            let _ = self
-                .sh
-                .reactors
-                .send_ctrl(0, move |rctx| rctx.unregister_poller(id));
+        let ids: Vec<PollerId> = st
+            .poller
+            .take()
+            .into_iter()
+            .chain(st.async_pollers.drain(..))
+            .collect();
+        if !ids.is_empty() {
+            let _ = self.sh.reactors.send_ctrl(0, move |rctx| {
+                for id in ids {
+                    rctx.unregister_poller(id);
+                }
+            });
         }
     }
 
@@ -128,10 +152,9 @@ impl Acceptor {
         choose(next_admin, next_io, admin, loads)
     }
 
-    /// One acceptor poll: up to [`EVENT_BATCH`] connection-manager events, then the devices'
-    /// asynchronous events.
+    /// One acceptor poll: up to [`EVENT_BATCH`] connection-manager events.
     pub fn poll(&self) -> usize {
-        let mut n = self.async_events();
+        let mut n = 0;
         while n < EVENT_BATCH {
             match self.channel.get_event() {
                 Ok(Some(ev)) => {
@@ -151,9 +174,9 @@ impl Acceptor {
     /// Reads every device's asynchronous events: a queue pair that hit a fatal error is closed
     /// by its poll group (its completions fail too; this only makes it prompt), the rest is
     /// logged. Reading them also keeps the kernel's event queue from growing.
-    fn async_events(&self) -> usize {
+    fn async_events(&self, d: usize) -> usize {
         let mut n = 0;
-        for (d, dev) in self.sh.devices.iter().enumerate() {
+        if let Some(dev) = self.sh.devices.get(d) {
             for _ in 0..EVENT_BATCH {
                 let ev = match dev.device.get_async_event() {
                     Ok(Some(ev)) => ev,

@@ -356,3 +356,84 @@ fn a_ready_fd_runs_its_timed_poller_at_once_and_watched_fds_wake() {
         .unwrap();
     r.stop();
 }
+
+#[test]
+fn a_timed_poller_with_a_wake_fd_does_not_wake_a_sleeping_reactor() {
+    let r = reactors(1);
+    let efd = Arc::new(sys::EventFd::new().unwrap());
+    let runs = Arc::new(AtomicUsize::new(0));
+    let (e, n) = (Arc::clone(&efd), Arc::clone(&runs));
+    r.send_ctrl(0, move |ctx| {
+        ctx.poller("acceptor-like")
+            .period(Duration::from_millis(5))
+            .wake_fd(e.as_raw_fd())
+            .register(move |_| {
+                n.fetch_add(1, Ordering::SeqCst);
+                e.drain();
+                PollStatus::Idle
+            });
+    })
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !r.stats(0).unwrap().in_interrupt.load(Ordering::SeqCst) {
+        assert!(Instant::now() < deadline, "reactor never went to sleep");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let sleeps = r.stats(0).unwrap().sleeps.load(Ordering::SeqCst);
+    let before = runs.load(Ordering::SeqCst);
+    std::thread::sleep(Duration::from_millis(200));
+    // A 5 ms period would have woken it about 40 times.
+    let woke = r.stats(0).unwrap().sleeps.load(Ordering::SeqCst) - sleeps;
+    assert!(woke <= 2, "the period woke a sleeping reactor {woke} times");
+    assert!(runs.load(Ordering::SeqCst) - before <= 2);
+    // The fd still wakes it.
+    efd.notify();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while runs.load(Ordering::SeqCst) == before {
+        assert!(
+            Instant::now() < deadline,
+            "the ready fd did not run the poller"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    r.stop();
+}
+
+#[test]
+fn a_polling_reactor_runs_a_timed_poller_soon_after_its_fd_is_ready() {
+    let r = reactors(1);
+    let efd = Arc::new(sys::EventFd::new().unwrap());
+    let ran = Arc::new(AtomicUsize::new(0));
+    let (e, n) = (Arc::clone(&efd), Arc::clone(&ran));
+    r.send_ctrl(0, move |ctx| {
+        // Keeps the reactor polling: it never sleeps.
+        ctx.poller("busy").register(|_| PollStatus::Busy);
+        ctx.poller("hourly")
+            .period(Duration::from_secs(3600))
+            .wake_fd(e.as_raw_fd())
+            .register(move |_| {
+                e.drain();
+                n.fetch_add(1, Ordering::SeqCst);
+                PollStatus::Busy
+            });
+    })
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(20));
+    let sleeps = r.stats(0).unwrap().sleeps.load(Ordering::SeqCst);
+    let before = ran.load(Ordering::SeqCst);
+    efd.notify();
+    let t = Instant::now();
+    while ran.load(Ordering::SeqCst) == before {
+        assert!(
+            t.elapsed() < Duration::from_secs(2),
+            "a ready fd waited for its poller's period"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        r.stats(0).unwrap().sleeps.load(Ordering::SeqCst),
+        sleeps,
+        "a polling reactor slept"
+    );
+    r.stop();
+}
