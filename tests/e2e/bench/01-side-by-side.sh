@@ -1,0 +1,98 @@
+# Side by side, one guest, one run: fio 4K random read at QD32 and 128K sequential read against
+# (a) rtgt NVMe/RDMA on a null bdev and the Linux nvmet-rdma target on null_blk, and (b) rtgt
+# SRP on a null bdev and LIO ib_srpt on rd_nullio, all over soft-RoCE (rxe0) with the guest's
+# own kernel initiators. Every figure and the ratio rtgt/kernel are logged and written to
+# side-by-side.json. A benchmark, not a test: it fails only when a run cannot be made.
+#
+# Environment: BENCH_RUNTIME (s per fio job, default 10), BENCH_SIZE_MIB (backing size, 1024),
+# BENCH_RTGT_MASK (rtgt's reactors, 0x1: on a 2-vCPU guest a second polling reactor would take
+# the CPU the initiator and soft-RoCE need), BENCH_PARTS ("nvme srp").
+# e2e-timeout: 1200
+
+RUNTIME=${BENCH_RUNTIME:-10}
+SIZE=${BENCH_SIZE_MIB:-1024}
+MASK=${BENCH_RTGT_MASK:-0x1}
+PARTS=${BENCH_PARTS:-nvme srp}
+OUT=$E2E_LOGDIR/side-by-side.json
+NQN=nqn.2016-06.io.rtgt:bench
+echo '{}' > "$OUT"
+
+# bench_jobs DEV LABEL: the two fio jobs on DEV; records them under LABEL in $OUT.
+bench_jobs() {
+  local dev=$1 label=$2 j
+  for j in "randread-4k-qd32:--rw=randread --bs=4k --iodepth=32" \
+           "seqread-128k-qd16:--rw=read --bs=128k --iodepth=16"; do
+    local name=${j%%:*} opts=${j#*:} f
+    f=$E2E_LOGDIR/$label-$name.json
+    # shellcheck disable=SC2086
+    fio_json "$label-$name" --name="$name" --filename="$dev" --direct=1 --ioengine=libaio \
+      $opts --time_based --runtime="$RUNTIME" --ramp_time=2 --numjobs=1 \
+      || fail "fio $name on $label ($dev) failed"
+    jq -e '.jobs[0].error == 0' "$f" > /dev/null || fail "fio $name on $label reported errors"
+    jq --arg l "$label" --arg n "$name" --slurpfile r "$f" \
+      '.[$l][$n] = {iops: $r[0].jobs[0].read.iops, mib_s: ($r[0].jobs[0].read.bw / 1024),
+                    lat_us_mean: ($r[0].jobs[0].read.lat_ns.mean / 1000),
+                    lat_us_p99: ($r[0].jobs[0].read.clat_ns.percentile["99.000000"] / 1000),
+                    usr_cpu: $r[0].jobs[0].usr_cpu, sys_cpu: $r[0].jobs[0].sys_cpu}' \
+      "$OUT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"
+    log "$label $name: $(jq -r --arg l "$label" --arg n "$name" \
+      '.[$l][$n] | "\(.iops | floor) IOPS, \(.mib_s | floor) MiB/s, mean \(.lat_us_mean | floor) us"' "$OUT")"
+  done
+}
+
+rtgt_common() { # TRTYPE PORT
+  start_rtgt -m "$MASK"
+  rtgt_rpc_ok nvmf_create_transport "{\"trtype\":\"$1\"}" > /dev/null
+  rtgt_rpc_ok bdev_null_create \
+    "{\"name\":\"Null0\",\"num_blocks\":$((SIZE * 2048)),\"block_size\":512}" > /dev/null
+  rtgt_rpc_ok nvmf_create_subsystem "{\"nqn\":\"$NQN\",\"allow_any_host\":true}" > /dev/null
+  rtgt_rpc_ok nvmf_subsystem_add_ns "{\"nqn\":\"$NQN\",\"namespace\":{\"bdev_name\":\"Null0\"}}" \
+    > /dev/null
+  rtgt_rpc_ok nvmf_subsystem_add_listener "$(jq -nc --arg nqn "$NQN" --arg t "$1" \
+    --arg ip "$E2E_IP" --arg port "$2" \
+    '{nqn:$nqn, listen_address:{trtype:$t, adrfam:"IPv4", traddr:$ip, trsvcid:$port}}')" \
+    > /dev/null
+}
+
+if [[ " $PARTS " == *" nvme "* ]]; then
+  nvmet_peer_setup -b null -s "$SIZE"
+  dev=$(nvme_connect "$NVMET_PEER_NQN" "$E2E_IP" "$NVMET_PEER_PORT")
+  bench_jobs "$dev" kernel-nvmet
+  nvme_disconnect "$NVMET_PEER_NQN"
+  nvmet_peer_teardown
+
+  rtgt_common RDMA "$RTGT_NVME_PORT"
+  dev=$(nvme_connect "$NQN")
+  bench_jobs "$dev" rtgt-nvme
+  nvme_disconnect "$NQN"
+  stop_rtgt
+fi
+
+if [[ " $PARTS " == *" srp "* ]]; then
+  srpt_peer_setup -b null -s "$SIZE"
+  dev=$(srp_login "$SRPT_PEER_TARGET")
+  bench_jobs "$dev" kernel-srpt
+  srp_logout_all
+  srpt_peer_teardown
+
+  rtgt_common SRP "$RTGT_SRP_PORT"
+  dev=$(srp_login "$(srp_login_spec "$NQN")")
+  bench_jobs "$dev" rtgt-srp
+  srp_logout_all
+  stop_rtgt
+fi
+
+# Ratios rtgt / kernel.
+jq '. as $r
+    | .ratios = (
+        [ {p: "nvme", a: "rtgt-nvme", b: "kernel-nvmet"}, {p: "srp", a: "rtgt-srp", b: "kernel-srpt"} ]
+        | map(select($r[.a] != null and $r[.b] != null))
+        | map(. as $x | {key: $x.p, value: ($r[$x.a] | keys | map({key: ., value:
+            {iops: ($r[$x.a][.].iops / $r[$x.b][.].iops),
+             mib_s: ($r[$x.a][.].mib_s / $r[$x.b][.].mib_s)}}) | from_entries)})
+        | from_entries)
+    | .conditions = {runtime_s: '"$RUNTIME"', size_mib: '"$SIZE"', rtgt_cpumask: "'"$MASK"'",
+                     vcpus: '"$(nproc)"', kernel: "'"$(uname -r)"'"}' \
+  "$OUT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"
+log "ratios rtgt/kernel: $(jq -c '.ratios' "$OUT")"
+cat "$OUT"
