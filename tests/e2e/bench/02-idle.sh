@@ -1,6 +1,6 @@
 # Adaptive polling, end to end: an idle `rtgt serve -m 0x3` (two reactors) with 16 connected
-# NVMe/RDMA queue pairs (four controllers of the kernel host, each an admin queue and three
-# I/O queues) must cost next to no CPU; then the same target under fio load for comparison.
+# NVMe/RDMA queue pairs (four controllers of the kernel host on four subsystems, each an admin
+# queue and three I/O queues) must cost next to no CPU; then the same target under fio load for comparison.
 # CPU is read from /proc/PID/stat (utime + stime) over BENCH_IDLE_S seconds (default 30) and
 # written to idle.json. A benchmark: it fails only when the setup cannot be made.
 # e2e-timeout: 400
@@ -13,18 +13,25 @@ hz=$(getconf CLK_TCK 2> /dev/null || echo 100)
 
 start_rtgt -m 0x3
 rtgt_rpc_ok nvmf_create_transport '{"trtype":"RDMA"}' > /dev/null
-rtgt_rpc_ok bdev_null_create '{"name":"Null0","num_blocks":2097152,"block_size":512}' > /dev/null
-rtgt_rpc_ok nvmf_create_subsystem "{\"nqn\":\"$NQN\",\"allow_any_host\":true}" > /dev/null
-rtgt_rpc_ok nvmf_subsystem_add_ns "{\"nqn\":\"$NQN\",\"namespace\":{\"bdev_name\":\"Null0\"}}" \
-  > /dev/null
-rtgt_rpc_ok nvmf_subsystem_add_listener "$(jq -nc --arg nqn "$NQN" --arg ip "$E2E_IP" \
-  --arg port "$RTGT_NVME_PORT" \
-  '{nqn:$nqn, listen_address:{trtype:"RDMA", adrfam:"IPv4", traddr:$ip, trsvcid:$port}}')" \
-  > /dev/null
+LISTEN=$(jq -nc --arg ip "$E2E_IP" --arg port "$RTGT_NVME_PORT" \
+  '{trtype:"RDMA", adrfam:"IPv4", traddr:$ip, trsvcid:$port}')
+# Four subsystems and a controller on each (nvme-cli makes one controller per subsystem and
+# address): an admin queue and three I/O queues apiece.
 for i in 1 2 3 4; do
-  dev=$(nvme_connect "$NQN" -- --duplicate-connect --nr-io-queues=2 --nr-write-queues=1)
+  rtgt_rpc_ok bdev_null_create "{\"name\":\"Null$i\",\"num_blocks\":2097152,\"block_size\":512}" \
+    > /dev/null
+  rtgt_rpc_ok nvmf_create_subsystem "{\"nqn\":\"$NQN$i\",\"allow_any_host\":true}" > /dev/null
+  rtgt_rpc_ok nvmf_subsystem_add_ns \
+    "{\"nqn\":\"$NQN$i\",\"namespace\":{\"bdev_name\":\"Null$i\"}}" > /dev/null
+  rtgt_rpc_ok nvmf_subsystem_add_listener "{\"nqn\":\"$NQN$i\",\"listen_address\":$LISTEN}" \
+    > /dev/null
+  dev=$(nvme_connect "$NQN$i" -- --nr-io-queues=2 --nr-write-queues=1)
 done
-nq=$(rtgt_rpc_ok nvmf_subsystem_get_qpairs "{\"nqn\":\"$NQN\"}" | jq length)
+nq=0
+for i in 1 2 3 4; do
+  n=$(rtgt_rpc_ok nvmf_subsystem_get_qpairs "{\"nqn\":\"$NQN$i\"}" | jq length)
+  nq=$((nq + n))
+done
 log "connected: $nq queue pairs"
 [ "$nq" -ge 16 ] || log "note: only $nq queue pairs (the kernel caps queues per controller)"
 sleep 3
@@ -53,5 +60,5 @@ jq -n --argjson q "$nq" --argjson idle "$idle" --argjson busy "$busy" --argjson 
   '{qpairs: $q, reactors: 2, idle_seconds: $s, idle_cpu_percent: $idle,
     busy_cpu_percent: $busy, busy_iops: $iops}' > "$OUT"
 cat "$OUT"
-for c in $(nvme_ctrls "$NQN"); do nvme disconnect -d "$c" > /dev/null 2>&1 || true; done
+nvme disconnect-all > /dev/null 2>&1 || true
 stop_rtgt
