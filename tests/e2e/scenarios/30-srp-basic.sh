@@ -54,17 +54,18 @@ wait_for 30 no_channels
 
 # --- a login naming another target port id ---
 expect_fail srp_add_target "id_ext=$G,ioc_guid=0123456789abcdef,dest=$E2E_IP:$RTGT_SRP_PORT"
+assert_contains "$(dmesg | tail -n 20)" "SRP LOGIN REJECTED, reason 0x00010003" "ib_srp's log"
 assert_eq "$(srp_hosts)" "" "SRP ports after a rejected login"
 assert_eq "$(qpairs | jq length)" 0 "channels after a rejected login"
 
 # --- allowed hosts hold initiator port ids ---
 rtgt_rpc_ok nvmf_subsystem_allow_any_host "{\"nqn\":\"$NQN\",\"allow_any_host\":false}" > /dev/null
 expect_fail srp_add_target "$SPEC"
+assert_contains "$(dmesg | tail -n 20)" "SRP LOGIN REJECTED, reason 0x00010006" "ib_srp's log"
 rtgt_rpc_ok nvmf_subsystem_add_host "{\"nqn\":\"$NQN\",\"host\":\"$IPORT\"}" > /dev/null
 dev=$(srp_login "$SPEC")
 fio_verify "$dev" 8M
-rejects=$(rtgt_rpc_ok nvmf_get_stats | jq -c '[.poll_groups[0].transports[] | select(.trtype == "SRP")]')
-log "SRP poll group stats: $rejects"
+log "SRP poll group stats: $(rtgt_rpc_ok nvmf_get_stats | jq -c '[.poll_groups[].transports[] | select(.trtype == "SRP")]')"
 srp_logout_all
 wait_for 30 no_channels
 
