@@ -908,7 +908,9 @@ impl SrpPg {
         };
         c.sq_used = c.sq_used.saturating_sub(1);
         c.spare_free.push(slot);
-        if !wc.status.is_success() {
+        if wc.status.is_success() {
+            self.wake_sq(core, key);
+        } else {
             if wc.status != WcStatus::WrFlushErr {
                 tracing::warn!("SRP channel {}: send failed: {:?}", c.gid, wc.status);
             }
