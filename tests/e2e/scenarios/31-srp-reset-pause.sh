@@ -46,10 +46,13 @@ wait $f1
 # out, aborts them (ABORT TASK for tasks rtgt no longer has: FUNCTION COMPLETE) and retries.
 # A short command timeout keeps that wait short.
 echo 5 > "/sys/block/${dev#/dev/}/device/timeout"
-fio_verify "$dev" 24M --iodepth=32 & f0=$!
-sleep 2
+fio_verify "$dev" 24M --iodepth=32 --loops=4 & f0=$!
+sleep 1
 log "sg_reset -d $dev"
 sg_reset -d "$dev" || fail "sg_reset -d $dev failed (see dmesg)"
+aborted=$(qpairs | jq '[.[].aborted] | add')
+log "the LUN reset aborted $aborted task(s)"
+[ "$aborted" -ge 1 ] || fail "the LUN reset found no task in flight on rtgt"
 wait $f0
 assert_contains "$(grep -c 'task management LunReset' "$RTGT_LOG")" 1 "LUN resets in the rtgt log"
 
