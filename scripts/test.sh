@@ -14,10 +14,14 @@ stage_deps()      { scripts/install-deps.sh; }
 stage_fmt()       { cargo fmt --all -- --check; }
 stage_clippy()    { cargo clippy --workspace --all-targets -- -D warnings; }
 stage_unit()      { cargo test --workspace; }
+# The SPDK-client compatibility suite: rtgt serve --fabric sim driven by spdk-rpc.
+stage_python()    { cargo build -p rtgt && python3 -m pytest -q tests/python; }
+# The rtgt Python package, rtgt-rpc, and the Ansible collection (sanity + live playbooks).
+stage_pyclient()  { cargo build -p rtgt && python/tests/run.sh; }
 # The guest suite includes the fabric conformance tests on soft-RoCE (40-fabric-conformance).
 stage_e2e()       { tests/e2e/selftest.sh && tests/e2e/run.sh; }
 
-STAGES="deps fmt clippy unit e2e"
+STAGES="deps fmt clippy unit python pyclient e2e"
 if [ "${1:-}" = "--list" ]; then echo "$STAGES"; exit 0; fi
 [ $# -gt 0 ] && STAGES="$*"
 

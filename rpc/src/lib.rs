@@ -41,6 +41,7 @@ mod core_methods;
 mod dispatch;
 mod error;
 pub mod framing;
+pub mod methods;
 pub mod params;
 mod server;
 mod state;
@@ -55,8 +56,8 @@ pub use error::{
 pub use jsonrpsee::types::Params;
 pub use server::{
     DEFAULT_BACKLOG, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_REQUEST_SIZE, DEFAULT_TCP_ADDR, Limits,
-    ListenAddr, ServeError, ServerHandle, ServerStats, TcpOptions, UnixOptions, serve_tcp,
-    serve_unix,
+    ListenAddr, ServeError, ServerHandle, ServerStats, SocketLock, TcpOptions, UnixOptions,
+    serve_tcp, serve_unix, serve_unix_locked,
 };
 #[cfg(feature = "http")]
 pub use server::{HttpOptions, serve_http};

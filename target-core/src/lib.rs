@@ -4,11 +4,14 @@
 //! - [`reactor`]: one thread per core with a message queue, pollers and idle sleep.
 //! - [`target`]: subsystems, namespaces, hosts, listeners and their state machine.
 //! - [`nvme`]: NVMe controller logic (fabrics, admin, I/O commands, discovery), no I/O inside.
+//! - [`nvmf`]: the NVMe request execution layer NVMe transports share (controllers, queues,
+//!   Connect, admin and I/O execution on bdevs).
 //! - [`scsi`]: SCSI logical-unit logic, no I/O inside.
 //! - [`bdev`]: block devices (malloc, null, file/aio).
 
 pub mod bdev;
 pub mod nvme;
+pub mod nvmf;
 pub mod reactor;
 pub mod registry;
 pub mod scsi;

@@ -4,6 +4,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+pub mod nvme_host;
+
 use fabric::{Fabric, Provider, SimNetwork};
 use serde_json::Value;
 use target_core::bdev::{Bdev, MallocBdev, MallocParams, NullBdev, NullParams};

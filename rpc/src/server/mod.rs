@@ -35,7 +35,7 @@ mod unix;
 
 #[cfg(feature = "http")]
 pub use http::{HttpOptions, serve_http};
-pub use unix::{UnixOptions, serve_unix};
+pub use unix::{SocketLock, UnixOptions, serve_unix, serve_unix_locked};
 
 /// SPDK's per-connection receive buffer, and so its largest request (256 KiB).
 pub const DEFAULT_MAX_REQUEST_SIZE: usize = 256 * 1024;

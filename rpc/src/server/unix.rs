@@ -41,17 +41,46 @@ impl Default for UnixOptions {
     }
 }
 
-/// The lock file and socket path; removes both when dropped.
-struct SocketFiles {
+/// The single-instance lock of a socket path (`<path>.lock`, flock'ed). Holding it before the
+/// socket exists lets a daemon refuse a second instance, then configure itself, then bind,
+/// without a window in which clients meet a socket that goes away again. Dropping it removes
+/// the lock file, and the socket file once [`serve_unix_locked`] has bound it.
+#[derive(Debug)]
+pub struct SocketLock {
     socket: PathBuf,
     lock_path: PathBuf,
-    /// Held open for the lifetime of the server: closing it releases the flock.
+    /// Held open while the lock is held: closing it releases the flock.
     _lock: File,
+    bound: bool,
 }
 
-impl Drop for SocketFiles {
+impl SocketLock {
+    /// Takes the lock of `socket`, failing with [`ServeError::InUse`] if another process holds it.
+    pub fn acquire(socket: impl AsRef<Path>) -> Result<Self, ServeError> {
+        let socket = socket.as_ref().to_path_buf();
+        let (lock_path, lock) = take_lock(&socket)?;
+        Ok(Self {
+            socket,
+            lock_path,
+            _lock: lock,
+            bound: false,
+        })
+    }
+
+    /// The socket path this lock guards.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+}
+
+impl Drop for SocketLock {
     fn drop(&mut self) {
-        for p in [&self.socket, &self.lock_path] {
+        let files = if self.bound {
+            vec![&self.socket, &self.lock_path]
+        } else {
+            vec![&self.lock_path]
+        };
+        for p in files {
             if let Err(e) = std::fs::remove_file(p) {
                 if e.kind() != io::ErrorKind::NotFound {
                     tracing::warn!(path = %p.display(), error = %e, "could not remove RPC socket file");
@@ -100,19 +129,23 @@ pub async fn serve_unix(
     path: impl AsRef<Path>,
     opts: UnixOptions,
 ) -> Result<ServerHandle, ServeError> {
-    let path = path.as_ref().to_path_buf();
-    let (lock_path, lock) = take_lock(&path)?;
+    serve_unix_locked(table, SocketLock::acquire(path)?, opts).await
+}
+
+/// Like [`serve_unix`], on a socket whose lock the caller already holds.
+pub async fn serve_unix_locked(
+    table: MethodTable,
+    mut files: SocketLock,
+    opts: UnixOptions,
+) -> Result<ServerHandle, ServeError> {
+    let path = files.socket.clone();
     // We hold the lock, so a socket file here is a leftover of a dead instance.
     match std::fs::remove_file(&path) {
         Ok(()) => tracing::info!(path = %path.display(), "removed stale RPC socket"),
         Err(e) if e.kind() == io::ErrorKind::NotFound => {}
         Err(e) => return Err(ServeError::io("removing stale socket", path.display(), e)),
     }
-    let files = SocketFiles {
-        socket: path.clone(),
-        lock_path,
-        _lock: lock,
-    };
+    files.bound = true;
     let socket = UnixSocket::new_stream()
         .map_err(|e| ServeError::io("creating socket for", path.display(), e))?;
     socket

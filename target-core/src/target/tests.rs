@@ -16,9 +16,11 @@ use crate::registry::{TransportError, TransportOps, TransportPollGroup};
 
 // ---------- a bdev whose completions arrive late, and one that cannot open channels ----------
 
+/// Holds completions while its gate is closed, so a test controls exactly when in-flight I/O
+/// finishes, whatever the machine's load.
 struct SlowBdev {
     inner: Arc<dyn Bdev>,
-    delay: Duration,
+    closed: Arc<std::sync::atomic::AtomicBool>,
     fail_open: std::sync::atomic::AtomicBool,
 }
 
@@ -50,7 +52,7 @@ impl Bdev for SlowBdev {
         }
         Ok(Box::new(SlowChannel {
             inner: self.inner.open_channel()?,
-            delay: self.delay,
+            closed: Arc::clone(&self.closed),
             held: VecDeque::new(),
         }))
     }
@@ -61,8 +63,8 @@ impl Bdev for SlowBdev {
 
 struct SlowChannel {
     inner: Box<dyn BdevChannel>,
-    delay: Duration,
-    held: VecDeque<(Instant, Box<BdevIo>)>,
+    closed: Arc<std::sync::atomic::AtomicBool>,
+    held: VecDeque<Box<BdevIo>>,
 }
 
 impl BdevChannel for SlowChannel {
@@ -70,14 +72,14 @@ impl BdevChannel for SlowChannel {
         self.inner.submit(io)
     }
     fn poll(&mut self, done: &mut dyn FnMut(Box<BdevIo>)) -> usize {
-        let due = Instant::now() + self.delay;
         let held = &mut self.held;
-        self.inner.poll(&mut |io| held.push_back((due, io)));
-        let mut n = 0;
-        while self.held.front().is_some_and(|(t, _)| *t <= Instant::now()) {
-            let (_, io) = self.held.pop_front().expect("checked");
+        self.inner.poll(&mut |io| held.push_back(io));
+        if self.closed.load(Ordering::SeqCst) {
+            return 0;
+        }
+        let n = self.held.len();
+        for io in self.held.drain(..) {
             done(io);
-            n += 1;
         }
         n
     }
@@ -406,7 +408,8 @@ impl Harness {
         b
     }
 
-    fn slow(&self, name: &str, delay_ms: u64) -> Arc<SlowBdev> {
+    /// A bdev whose completions wait while its gate (`closed`) is set.
+    fn slow(&self, name: &str, closed: bool) -> Arc<SlowBdev> {
         let inner: Arc<dyn Bdev> = MallocBdev::create(MallocParams {
             name: name.into(),
             num_blocks: 1024,
@@ -418,7 +421,7 @@ impl Harness {
         .unwrap();
         let b = Arc::new(SlowBdev {
             inner,
-            delay: Duration::from_millis(delay_ms),
+            closed: Arc::new(std::sync::atomic::AtomicBool::new(closed)),
             fail_open: std::sync::atomic::AtomicBool::new(false),
         });
         self.target.bdevs().register(b.clone()).unwrap();
@@ -622,10 +625,10 @@ fn pause_drains_in_flight_io_queues_new_io_and_resume_replays_it() {
     let mut h = Harness::new(2);
     let nqn = "nqn.2016-06.io.spdk:pause";
     let sub = h.subsystem(nqn);
-    h.slow("slow0", 80);
+    let slow = h.slow("slow0", true);
     h.add_ns(nqn, "slow0", 1).unwrap();
 
-    // 32 writes in flight on both poll groups, each taking 80 ms.
+    // 32 writes in flight on both poll groups, held at the bdev.
     let mut writes = Vec::new();
     for i in 0..32u64 {
         let id = h.send(
@@ -639,8 +642,7 @@ fn pause_drains_in_flight_io_queues_new_io_and_resume_replays_it() {
         );
         writes.push(id);
     }
-    // Let them reach the bdev.
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(10);
     while h
         .rt
         .block_on(h.target.gather(|pg| pg.core().stats().pending_bdev_io))
@@ -651,13 +653,20 @@ fn pause_drains_in_flight_io_queues_new_io_and_resume_replays_it() {
         assert!(Instant::now() < deadline, "writes never reached the bdev");
         std::thread::sleep(Duration::from_millis(1));
     }
-    assert!(h.shared.done.lock().is_empty(), "the bdev is slow");
-    let started = Instant::now();
-    h.rt.block_on(h.target.pause(nqn, None)).unwrap();
-    assert!(
-        started.elapsed() >= Duration::from_millis(40),
-        "pause did not wait for the bdev"
-    );
+    // The pause cannot finish while they are held.
+    let t = Arc::clone(&h.target);
+    let pause = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(t.pause(nqn, None))
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!pause.is_finished(), "pause returned with I/O outstanding");
+    assert_eq!(sub.state(), SubsystemState::Pausing);
+    assert!(h.shared.done.lock().is_empty());
+    slow.closed.store(false, Ordering::SeqCst);
+    pause.join().unwrap().unwrap();
     assert_eq!(
         h.done_ids(),
         writes,
@@ -793,7 +802,7 @@ fn a_failed_resume_rolls_the_change_back() {
     let sub = h.subsystem(nqn);
     h.malloc("good");
     h.add_ns(nqn, "good", 1).unwrap();
-    let bad = h.slow("bad", 0);
+    let bad = h.slow("bad", false);
     bad.fail_open.store(true, Ordering::SeqCst);
     let e = h.add_ns(nqn, "bad", 2).unwrap_err();
     assert!(e.to_string().contains("channel refused"), "{e}");
@@ -859,18 +868,30 @@ fn deleting_a_subsystem_waits_for_its_connections() {
     let mut h = Harness::new(2);
     let nqn = "nqn.2016-06.io.spdk:del";
     let sub = h.subsystem(nqn);
-    h.slow("sd", 100);
+    let slow = h.slow("sd", true);
     h.add_ns(nqn, "sd", 1).unwrap();
     h.send(0, &sub, 1, Op::Write { lba: 0, seed: 1 });
     h.send(1, &sub, 1, Op::Write { lba: 1, seed: 1 });
-    std::thread::sleep(Duration::from_millis(20));
-    assert_eq!(h.rt.block_on(h.target.qpairs(nqn)).unwrap().len(), 2);
-    let started = Instant::now();
-    h.rt.block_on(h.target.delete_subsystem(nqn)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while h.rt.block_on(h.target.qpairs(nqn)).unwrap().len() < 2 {
+        assert!(Instant::now() < deadline, "connections never appeared");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let t = Arc::clone(&h.target);
+    let delete = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        rt.block_on(t.delete_subsystem(nqn))
+    });
+    std::thread::sleep(Duration::from_millis(100));
     assert!(
-        started.elapsed() >= Duration::from_millis(50),
-        "delete did not wait"
+        !delete.is_finished(),
+        "delete returned with I/O outstanding"
     );
+    assert_eq!(sub.state(), SubsystemState::Deactivating);
+    slow.closed.store(false, Ordering::SeqCst);
+    delete.join().unwrap().unwrap();
     assert_eq!(
         h.done_ids().len(),
         2,

@@ -1,0 +1,411 @@
+//! `rtgt serve`: the target daemon, SPDK's `nvmf_tgt` for rtgt.
+//!
+//! Start-up: logging; reactors (one per core of `-m`, or `--cores N` unpinned); the target on
+//! the chosen fabric (`rdma`, or the in-process `sim`); the method table. The RPC servers run
+//! on a thread of their own with a current-thread tokio runtime. With `--json`, the
+//! configuration is applied before the socket appears (STARTUP calls, initialisation, RUNTIME
+//! calls, in file order; the first error stops the daemon), so a client that sees the socket
+//! sees the configured target. With `--wait-for-rpc` the RPC state stays STARTUP until
+//! `framework_start_init`, and the RUNTIME part of `--json` is applied right after it.
+//!
+//! SIGINT or SIGTERM (or `spdk_kill_instance`) shut down cleanly: the RPC servers stop (socket
+//! and lock file removed), every subsystem is stopped (connections disconnected), listeners
+//! closed and transports destroyed, the reactors stop, and the process exits 0.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use fabric::{Provider, SimNetwork};
+use rpc::methods::Rtgt;
+use rpc::methods::load::{self, ConfigFile};
+use rpc::{
+    CoreHooks, HttpOptions, KillSignal, Limits, MethodTable, Methods, RpcState, ServerHandle,
+    StateHandle, TcpOptions, UnixOptions,
+};
+use target_core::bdev::BdevRegistry;
+use target_core::reactor::{ReactorConfig, Reactors};
+use target_core::target::Target;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::mpsc;
+
+/// Which fabric provider the RDMA transports use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FabricKind {
+    /// Real RDMA devices (NICs, soft-RoCE) through libibverbs and librdmacm.
+    Rdma,
+    /// The in-process simulated fabric (device sim0 at 10.0.0.1), for tests.
+    Sim,
+}
+
+/// Options of `rtgt serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Unix socket of the JSON-RPC server (guarded by PATH.lock, as SPDK does).
+    #[arg(short = 'r', long = "rpc-socket", default_value = "/var/tmp/spdk.sock")]
+    rpc_socket: PathBuf,
+
+    /// Permission bits of the RPC socket, in octal.
+    #[arg(long = "rpc-socket-mode", default_value = "0600", value_parser = parse_mode)]
+    rpc_socket_mode: u32,
+
+    /// Apply this saved configuration (save_config output) at start.
+    #[arg(long = "json", value_name = "FILE")]
+    json: Option<PathBuf>,
+
+    /// Stay in the STARTUP RPC state until framework_start_init.
+    #[arg(long = "wait-for-rpc")]
+    wait_for_rpc: bool,
+
+    /// Core mask: one pinned reactor per core (`0x3`, `[0-1]`). Default 0x1.
+    #[arg(short = 'm', long = "cpumask", conflicts_with = "cores")]
+    cpumask: Option<String>,
+
+    /// Run N reactors without pinning them to cores.
+    #[arg(long = "cores", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    cores: Option<u16>,
+
+    /// Log level: error, warning, notice, info, debug or trace.
+    #[arg(long = "log-level", default_value = "notice")]
+    log_level: String,
+
+    /// Fabric provider for the RDMA and SRP transports.
+    #[arg(long = "fabric", value_enum, default_value = "rdma")]
+    fabric: FabricKind,
+
+    /// Also serve JSON-RPC with SPDK framing on TCP (rpc.py -s ADDR -p PORT).
+    #[arg(long = "rpc-listen", value_name = "ADDR:PORT")]
+    rpc_listen: Option<SocketAddr>,
+
+    /// Also serve JSON-RPC over HTTP (POST).
+    #[arg(long = "http-listen", value_name = "ADDR:PORT")]
+    http_listen: Option<SocketAddr>,
+
+    /// Require `Authorization: Bearer TOKEN` on the HTTP endpoint.
+    #[arg(long = "http-token", value_name = "TOKEN", requires = "http_listen")]
+    http_token: Option<String>,
+
+    /// Like --http-token, with the token read from a file (so it does not show in `ps`).
+    #[arg(
+        long = "http-token-file",
+        value_name = "FILE",
+        requires = "http_listen",
+        conflicts_with = "http_token"
+    )]
+    http_token_file: Option<PathBuf>,
+
+    /// Allow --rpc-listen / --http-listen on non-loopback addresses.
+    #[arg(long = "rpc-allow-remote")]
+    rpc_allow_remote: bool,
+}
+
+fn parse_mode(s: &str) -> Result<u32, String> {
+    let digits = s.strip_prefix("0o").unwrap_or(s);
+    match u32::from_str_radix(digits, 8) {
+        Ok(m) if m <= 0o777 => Ok(m),
+        _ => Err(format!("'{s}' is not an octal permission mode (e.g. 0600)")),
+    }
+}
+
+/// Runs the daemon until it is told to stop; the process exit code.
+pub fn run(args: ServeArgs) -> ExitCode {
+    let (level, filter) = match crate::log::parse_level(&args.log_level) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("rtgt serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let log = crate::log::init(level, filter);
+    match start(args, log) {
+        Ok(code) => code,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("rtgt serve: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn reactor_config(args: &ServeArgs) -> Result<ReactorConfig, String> {
+    match (args.cores, &args.cpumask) {
+        (Some(n), _) => Ok(ReactorConfig::with_count(usize::from(n))),
+        (None, Some(mask)) => ReactorConfig::from_cpumask(mask),
+        (None, None) => ReactorConfig::from_cpumask("0x1"),
+    }
+}
+
+fn provider(kind: FabricKind) -> Provider {
+    match kind {
+        FabricKind::Sim => {
+            tracing::info!(
+                "fabric: simulated (device sim0 at {})",
+                fabric::sim::GLOBAL_SIM_ADDR
+            );
+            Provider::Sim(SimNetwork::global())
+        }
+        FabricKind::Rdma => {
+            match fabric::Fabric::rdma().and_then(|f| f.devices()) {
+                Ok(devs) => tracing::info!(
+                    "fabric: rdma, devices: {}",
+                    devs.iter().map(|d| d.name()).collect::<Vec<_>>().join(", ")
+                ),
+                Err(e) => tracing::warn!(
+                    "fabric: rdma, but {e}; the daemon runs, and creating an RDMA or SRP transport will fail until a device exists"
+                ),
+            }
+            Provider::Rdma
+        }
+    }
+}
+
+fn start(args: ServeArgs, log: Arc<crate::log::ReloadLog>) -> Result<ExitCode, String> {
+    let config = match &args.json {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            Some(load::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?)
+        }
+        None => None,
+    };
+    let rcfg = reactor_config(&args)?;
+    let reactors = Reactors::start(rcfg).map_err(|e| format!("cannot start the reactors: {e}"))?;
+    let target = match Target::start(reactors.clone(), BdevRegistry::new(), provider(args.fabric)) {
+        Ok(t) => t,
+        Err(e) => {
+            reactors.stop();
+            return Err(format!("cannot start the target: {e}"));
+        }
+    };
+
+    let rpc_target = Arc::clone(&target);
+    let thread = std::thread::Builder::new()
+        .name("rpc".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| format!("cannot start the RPC runtime: {e}"))?;
+            rt.block_on(rpc_main(args, config, rpc_target, log))
+        })
+        .map_err(|e| format!("cannot start the RPC thread: {e}"))?;
+    let result = thread
+        .join()
+        .unwrap_or_else(|_| Err("the RPC thread panicked".into()));
+    drop(target);
+    reactors.stop();
+    tracing::info!("rtgt stopped");
+    result
+}
+
+/// Why the daemon stops.
+#[derive(Debug)]
+enum Stop {
+    Signal(&'static str),
+    Failed(String),
+}
+
+async fn rpc_main(
+    args: ServeArgs,
+    config: Option<ConfigFile>,
+    target: Arc<Target>,
+    log: Arc<crate::log::ReloadLog>,
+) -> Result<ExitCode, String> {
+    let mut sigterm = signal(SignalKind::terminate()).map_err(|e| e.to_string())?;
+    let mut sigint = signal(SignalKind::interrupt()).map_err(|e| e.to_string())?;
+    let (stop_tx, mut stop_rx) = mpsc::unbounded_channel::<Stop>();
+
+    let state = StateHandle::new(RpcState::Startup);
+    let kill_tx = stop_tx.clone();
+    let hooks = CoreHooks::new()
+        .log_control(log)
+        .on_kill(move |sig| match sig {
+            KillSignal::Kill => {
+                tracing::warn!("spdk_kill_instance SIGKILL: exiting at once");
+                std::process::exit(137);
+            }
+            KillSignal::Usr1 => tracing::info!("spdk_kill_instance SIGUSR1: nothing to do"),
+            other => {
+                let _ = kill_tx.send(Stop::Signal(match other {
+                    KillSignal::Int => "SIGINT",
+                    KillSignal::Quit => "SIGQUIT",
+                    KillSignal::Hup => "SIGHUP",
+                    _ => "SIGTERM",
+                }));
+            }
+        });
+    let ctx = Arc::new(Rtgt::new(Arc::clone(&target)));
+    let mut methods = Methods::from_arc(ctx, state.clone());
+    methods
+        .register_core(hooks)
+        .and_then(|m| rpc::methods::register(m).map(|()| m))
+        .map_err(|e| format!("method table: {e}"))?;
+    let table = methods.build();
+
+    // Fail fast if another instance owns the socket, before touching any configuration; keep
+    // the lock so nobody takes the socket while the configuration is applied. The socket itself
+    // appears only once the target is configured, so a client that sees it meets a ready target.
+    let unix_opts = UnixOptions {
+        mode: args.rpc_socket_mode,
+        ..UnixOptions::default()
+    };
+    let lock = rpc::SocketLock::acquire(&args.rpc_socket).map_err(|e| e.to_string())?;
+
+    let outcome = tokio::select! {
+        r = configure(&table, &state, config, args.wait_for_rpc, stop_tx.clone()) => r,
+        _ = sigterm.recv() => Err(Stop::Signal("SIGTERM")),
+        _ = sigint.recv() => Err(Stop::Signal("SIGINT")),
+    };
+    let mut servers = Vec::new();
+    let stop = match outcome {
+        Err(stop) => stop,
+        Ok(()) => match serve(&table, &args, lock, unix_opts).await {
+            Err(e) => Stop::Failed(e),
+            Ok(s) => {
+                servers = s;
+                tracing::info!(
+                    "rtgt ready: JSON-RPC on {} ({} reactor(s))",
+                    args.rpc_socket.display(),
+                    target.reactors().len()
+                );
+                tokio::select! {
+                    _ = sigterm.recv() => Stop::Signal("SIGTERM"),
+                    _ = sigint.recv() => Stop::Signal("SIGINT"),
+                    s = stop_rx.recv() => s.unwrap_or(Stop::Signal("RPC")),
+                }
+            }
+        },
+    };
+    match &stop {
+        Stop::Signal(s) => tracing::info!("{s}: shutting down"),
+        Stop::Failed(e) => tracing::error!("{e}; shutting down"),
+    }
+    for s in servers {
+        s.shutdown().await;
+    }
+    if tokio::time::timeout(Duration::from_secs(30), target.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::error!("target shutdown did not finish within 30 s");
+    }
+    match stop {
+        Stop::Signal(_) => Ok(ExitCode::SUCCESS),
+        Stop::Failed(e) => Err(e),
+    }
+}
+
+/// Applies `--json` and initialises (unless `--wait-for-rpc`).
+async fn configure(
+    table: &MethodTable,
+    state: &StateHandle,
+    config: Option<ConfigFile>,
+    wait_for_rpc: bool,
+    stop: mpsc::UnboundedSender<Stop>,
+) -> Result<(), Stop> {
+    let fail = |e: load::LoadError| Stop::Failed(format!("--json: {e}"));
+    if let Some(cfg) = &config {
+        let n = load::apply(table, cfg).await.map_err(fail)?;
+        tracing::info!("--json: {n} STARTUP call(s) applied");
+    }
+    if wait_for_rpc {
+        tracing::info!("waiting for framework_start_init");
+        if let Some(cfg) = config {
+            // The RUNTIME part runs once framework_start_init has switched the state.
+            let (table, state) = (table.clone(), state.clone());
+            tokio::spawn(async move {
+                state.wait_for(RpcState::Runtime).await;
+                match load::apply(&table, &cfg).await {
+                    Ok(n) => tracing::info!("--json: {n} RUNTIME call(s) applied"),
+                    Err(e) => {
+                        let _ = stop.send(Stop::Failed(format!("--json: {e}")));
+                    }
+                }
+            });
+        }
+        return Ok(());
+    }
+    state.set(RpcState::Runtime);
+    if let Some(cfg) = &config {
+        let n = load::apply(table, cfg).await.map_err(fail)?;
+        tracing::info!("--json: {n} RUNTIME call(s) applied");
+    }
+    Ok(())
+}
+
+/// Starts the Unix socket server and the optional TCP and HTTP endpoints.
+async fn serve(
+    table: &MethodTable,
+    args: &ServeArgs,
+    lock: rpc::SocketLock,
+    unix_opts: UnixOptions,
+) -> Result<Vec<ServerHandle>, String> {
+    let token = match &args.http_token_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--http-token-file {}: {e}", path.display()))?;
+            let t = text.lines().next().unwrap_or_default().trim().to_string();
+            if t.is_empty() {
+                return Err(format!(
+                    "--http-token-file {}: the file is empty",
+                    path.display()
+                ));
+            }
+            Some(t)
+        }
+        None => args.http_token.clone(),
+    };
+    let mut servers = vec![
+        rpc::serve_unix_locked(table.clone(), lock, unix_opts)
+            .await
+            .map_err(|e| e.to_string())?,
+    ];
+    if let Some(addr) = args.rpc_listen {
+        let opts = TcpOptions {
+            allow_non_loopback: args.rpc_allow_remote,
+            ..TcpOptions::default()
+        };
+        match rpc::serve_tcp(table.clone(), addr, opts).await {
+            Ok(s) => servers.push(s),
+            Err(e) => {
+                for s in servers {
+                    s.shutdown().await;
+                }
+                return Err(format!("--rpc-listen {addr}: {e}"));
+            }
+        }
+    }
+    if let Some(addr) = args.http_listen {
+        let opts = HttpOptions {
+            token,
+            allow_non_loopback: args.rpc_allow_remote,
+            limits: Limits::default(),
+        };
+        match rpc::serve_http(table.clone(), addr, opts).await {
+            Ok(s) => servers.push(s),
+            Err(e) => {
+                for s in servers {
+                    s.shutdown().await;
+                }
+                return Err(format!("--http-listen {addr}: {e}"));
+            }
+        }
+    }
+    Ok(servers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_are_octal() {
+        assert_eq!(parse_mode("0600").unwrap(), 0o600);
+        assert_eq!(parse_mode("0o660").unwrap(), 0o660);
+        assert!(parse_mode("0800").is_err());
+        assert!(parse_mode("1777").is_err());
+    }
+}

@@ -1,0 +1,368 @@
+//! The storage methods: SPDK's `framework_*`, `bdev_*` and `nvmf_*` RPCs over a
+//! [`target_core::target::Target`], plus the option setters that stock SPDK configurations
+//! contain, and the `save_config` / `--json` machinery.
+//!
+//! One file per area: [`framework`] (subsystem list, config dump, reactors), [`options`] (the
+//! setters rtgt records but has no use for, and the keyring), [`bdev`], [`nvmf`], [`config`]
+//! (what `framework_get_config` prints for each subsystem) and [`load`] (applying a saved
+//! configuration, as `rtgt serve --json` does).
+//!
+//! ```no_run
+//! # async fn demo(target: std::sync::Arc<target_core::target::Target>) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use rpc::methods::Rtgt;
+//! use rpc::{CoreHooks, Methods, RpcState, StateHandle};
+//!
+//! let mut m = Methods::from_arc(Arc::new(Rtgt::new(target)), StateHandle::new(RpcState::Runtime));
+//! m.register_core(CoreHooks::new())?;
+//! rpc::methods::register(&mut m)?;
+//! let table = m.build();
+//! let server = rpc::serve_unix(table, "/var/tmp/spdk.sock", rpc::UnixOptions::default()).await?;
+//! # Ok(()) }
+//! ```
+
+pub mod bdev;
+pub mod config;
+pub mod framework;
+pub mod load;
+pub mod nvmf;
+pub mod options;
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+use target_core::target::{CoreError, Target};
+
+use crate::params::Decode;
+use crate::{Methods, RegisterError, RpcError, RpcResult, StateMask};
+
+/// The name of the one NVMe-oF target rtgt runs (SPDK's default target, `tgt_name`).
+pub const DEFAULT_TGT_NAME: &str = "nvmf_tgt";
+
+/// Subsystem options SPDK keeps that rtgt's subsystem model has no field for. They are
+/// recorded here so that `nvmf_get_subsystems` and `save_config` show what was asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubsystemExtras {
+    /// Dataset Management range size limit, in blocks (SPDK default 2097152).
+    pub dmrsl: u32,
+    /// Write Zeroes size limit, 2^n × MPSMIN (SPDK default 12).
+    pub wzsl: u8,
+    /// NVM subsystem reset support requested.
+    pub enable_nssr: bool,
+    /// Administrative label.
+    pub admin_label: Option<String>,
+}
+
+impl Default for SubsystemExtras {
+    fn default() -> Self {
+        Self {
+            dmrsl: 2_097_152,
+            wzsl: 12,
+            enable_nssr: false,
+            admin_label: None,
+        }
+    }
+}
+
+/// The context every storage method runs with: the target, plus what the RPC layer records
+/// on its behalf (option setters, keyring entries, subsystem options the core does not model).
+pub struct Rtgt {
+    target: Arc<Target>,
+    pub(crate) options: Mutex<options::OptionStore>,
+    pub(crate) keys: Mutex<Vec<options::KeyEntry>>,
+    pub(crate) extras: Mutex<HashMap<String, SubsystemExtras>>,
+}
+
+impl std::fmt::Debug for Rtgt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rtgt").finish_non_exhaustive()
+    }
+}
+
+impl Rtgt {
+    /// A context over a started target.
+    pub fn new(target: Arc<Target>) -> Self {
+        Self {
+            target,
+            options: Mutex::new(options::OptionStore::default()),
+            keys: Mutex::new(Vec::new()),
+            extras: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The target.
+    pub fn target(&self) -> &Arc<Target> {
+        &self.target
+    }
+
+    /// The recorded extra options of a subsystem (defaults when none were recorded).
+    pub fn extras(&self, nqn: &str) -> SubsystemExtras {
+        self.extras.lock().get(nqn).cloned().unwrap_or_default()
+    }
+}
+
+/// Registers every storage and framework method (everything but the core methods of
+/// [`Methods::register_core`], which the daemon registers with its hooks).
+pub fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
+    framework::register(m)?;
+    options::register(m)?;
+    bdev::register(m)?;
+    nvmf::register(m)?;
+    Ok(())
+}
+
+/// Registers a typed asynchronous method whose errors are logged with the method name. Every
+/// storage method goes through here, so handlers stay small and uniform.
+pub(crate) fn add<P, R, F, Fut>(
+    m: &mut Methods<Rtgt>,
+    name: &'static str,
+    mask: StateMask,
+    decode: Decode,
+    f: F,
+) -> Result<(), RegisterError>
+where
+    P: DeserializeOwned + Send + 'static,
+    R: Serialize + 'static,
+    F: Fn(P, Arc<Rtgt>) -> Fut + Clone + Send + Sync + 'static,
+    Fut: Future<Output = RpcResult<R>> + Send + 'static,
+{
+    m.register_typed_async(name, mask, decode, move |p: P, ctx: Arc<Rtgt>| {
+        let fut = f(p, ctx);
+        async move { fut.await.inspect_err(|e| log_failure(name, e)) }
+    })?;
+    Ok(())
+}
+
+/// Registers a synchronous method (one that never waits) whose errors are logged with the
+/// method name.
+pub(crate) fn add_sync<R, F>(
+    m: &mut Methods<Rtgt>,
+    name: &'static str,
+    mask: StateMask,
+    f: F,
+) -> Result<(), RegisterError>
+where
+    R: Serialize + 'static,
+    F: Fn(crate::Params<'_>, &Rtgt) -> RpcResult<R> + Send + Sync + 'static,
+{
+    m.register(name, mask, move |p: crate::Params<'_>, ctx: &Rtgt| {
+        f(p, ctx).inspect_err(|e| log_failure(name, e))
+    })?;
+    Ok(())
+}
+
+/// Logs a failed call: `warn` for what the caller got wrong, `error` for internal failures.
+pub(crate) fn log_failure(method: &str, e: &RpcError) {
+    if e.code == crate::codes::INTERNAL_ERROR {
+        tracing::error!(method, code = e.code, "{}", e.message);
+    } else {
+        tracing::warn!(method, code = e.code, "{}", e.message);
+    }
+}
+
+/// `tgt_name` must name the one target rtgt runs, if given: `-32602 NVMf target '<n>' not found`.
+pub(crate) fn check_tgt(tgt_name: &Option<String>) -> RpcResult<()> {
+    match tgt_name {
+        Some(n) if n != DEFAULT_TGT_NAME => Err(RpcError::invalid_params(format!(
+            "NVMf target '{n}' not found"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// The usual nvmf mapping: a missing object or a bad parameter is `-32602`, anything else
+/// `-32603`; the message is the core's, which names the object.
+pub(crate) fn nvmf_err(e: CoreError) -> RpcError {
+    match e {
+        CoreError::NotFound(m) | CoreError::Invalid(m) => RpcError::invalid_params(m),
+        CoreError::Bdev(_, m) => RpcError::invalid_params(m),
+        other => RpcError::internal(other.to_string()),
+    }
+}
+
+/// Every failure as `-32602` with the core's message (add_ns, add_listener, remove_ns).
+pub(crate) fn invalid(e: CoreError) -> RpcError {
+    RpcError::invalid_params(e.to_string())
+}
+
+/// Every failure as `-32603` with the core's message (add_host, remove_host).
+pub(crate) fn internal(e: CoreError) -> RpcError {
+    RpcError::internal(e.to_string())
+}
+
+/// Parses a canonical 36-character UUID.
+pub(crate) fn parse_uuid(s: &str) -> Option<uuid::Uuid> {
+    if s.len() != 36 {
+        return None;
+    }
+    uuid::Uuid::parse_str(s).ok()
+}
+
+/// Upper-case hex of a byte string (SPDK's NGUID/EUI-64 format).
+pub(crate) fn hex_upper(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02X}");
+        s
+    })
+}
+
+/// Decodes exactly `N` bytes of hex (dashes ignored, as SPDK's decoder does).
+pub(crate) fn parse_hex<const N: usize>(s: &str) -> Option<[u8; N]> {
+    let digits: Vec<u8> = s.bytes().filter(|&b| b != b'-').collect();
+    if digits.len() != 2 * N {
+        return None;
+    }
+    let mut out = [0u8; N];
+    for (i, pair) in digits.chunks(2).enumerate() {
+        let text = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(text, 16).ok()?;
+    }
+    Some(out)
+}
+
+/// The JSON type a parameter must have (for methods whose parameters are checked against a
+/// table rather than a struct: the option setters and the transport options).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `true` / `false`.
+    Bool,
+    /// Unsigned integer that fits in the given number of bits.
+    Uint(u32),
+    /// Signed 32-bit integer.
+    I32,
+    /// String.
+    Str,
+    /// Array of strings.
+    StrList,
+    /// Any JSON object.
+    Object,
+    /// An object of booleans with these names.
+    Flags(&'static [&'static str]),
+}
+
+/// One parameter of a table-checked method.
+#[derive(Debug, Clone, Copy)]
+pub struct Param {
+    /// Its name.
+    pub name: &'static str,
+    /// Its type.
+    pub kind: Kind,
+    /// Whether it must be present.
+    pub required: bool,
+}
+
+/// An optional parameter.
+pub(crate) const fn opt(name: &'static str, kind: Kind) -> Param {
+    Param {
+        name,
+        kind,
+        required: false,
+    }
+}
+
+/// A required parameter.
+pub(crate) const fn req(name: &'static str, kind: Kind) -> Param {
+    Param {
+        name,
+        kind,
+        required: true,
+    }
+}
+
+fn kind_ok(kind: Kind, v: &Value) -> bool {
+    match kind {
+        Kind::Bool => v.is_boolean(),
+        Kind::Uint(bits) => v.as_u64().is_some_and(|n| bits >= 64 || n < (1u64 << bits)),
+        Kind::I32 => v.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
+        Kind::Str => v.is_string(),
+        Kind::StrList => v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
+        Kind::Object => v.is_object(),
+        Kind::Flags(names) => v.as_object().is_some_and(|o| {
+            o.iter()
+                .all(|(k, b)| names.contains(&k.as_str()) && b.is_boolean())
+        }),
+    }
+}
+
+/// Checks a params object against a table. Unknown keys are an error unless `relaxed`.
+/// Returns the reason for logs; callers turn it into their method's error.
+pub(crate) fn check_params(
+    params: &Map<String, Value>,
+    table: &[Param],
+    relaxed: bool,
+) -> Result<(), String> {
+    for (k, v) in params {
+        match table.iter().find(|p| p.name == k) {
+            Some(p) if !kind_ok(p.kind, v) => {
+                return Err(format!("parameter '{k}' must be {:?}, not {v}", p.kind));
+            }
+            Some(_) => {}
+            None if relaxed => {}
+            None => return Err(format!("unknown parameter '{k}'")),
+        }
+    }
+    if let Some(p) = table
+        .iter()
+        .find(|p| p.required && !params.contains_key(p.name))
+    {
+        return Err(format!("missing parameter '{}'", p.name));
+    }
+    Ok(())
+}
+
+/// Decodes `params` as a JSON object (absent = `{}`), with the decode error of `flavor`.
+pub(crate) fn params_object(
+    p: &crate::Params<'_>,
+    flavor: crate::params::DecodeFlavor,
+) -> Result<Map<String, Value>, RpcError> {
+    crate::params::decode_with::<Map<String, Value>>(
+        p,
+        crate::params::UnknownKeys::IgnoreAll,
+        flavor,
+    )
+    .map_err(RpcError::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn hex_round_trips() {
+        let b: [u8; 8] = parse_hex("0123456789abcdef").unwrap();
+        assert_eq!(hex_upper(&b), "0123456789ABCDEF");
+        assert!(parse_hex::<8>("0123").is_none());
+        assert!(parse_hex::<2>("zz00").is_none());
+        let g: [u8; 16] = parse_hex("11111111-2222-3333-4444-555555555555").unwrap();
+        assert_eq!(hex_upper(&g), "11111111222233334444555555555555");
+    }
+
+    #[test]
+    fn table_checks() {
+        let t = [
+            req("name", Kind::Str),
+            opt("n", Kind::Uint(16)),
+            opt("f", Kind::Flags(&["a"])),
+        ];
+        let m = |v: Value| v.as_object().unwrap().clone();
+        assert!(check_params(&m(json!({"name":"x","n":65535})), &t, false).is_ok());
+        assert!(check_params(&m(json!({"name":"x","n":65536})), &t, false).is_err());
+        assert!(check_params(&m(json!({"name":"x","n":-1})), &t, false).is_err());
+        assert!(check_params(&m(json!({"n":1})), &t, false).is_err());
+        assert!(check_params(&m(json!({"name":"x","zz":1})), &t, false).is_err());
+        assert!(check_params(&m(json!({"name":"x","zz":1})), &t, true).is_ok());
+        assert!(check_params(&m(json!({"name":"x","f":{"a":true}})), &t, false).is_ok());
+        assert!(check_params(&m(json!({"name":"x","f":{"b":true}})), &t, false).is_err());
+        assert!(check_tgt(&Some("nvmf_tgt".into())).is_ok());
+        assert_eq!(check_tgt(&Some("x".into())).unwrap_err().code, -32602);
+        assert!(parse_uuid("11111111-2222-3333-4444-555555555555").is_some());
+        assert!(parse_uuid("111111112222333344445555555555556666").is_none());
+    }
+}

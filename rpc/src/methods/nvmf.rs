@@ -1,0 +1,1096 @@
+//! `nvmf_*`: transports, subsystems, listeners, namespaces, hosts, introspection, the
+//! STARTUP-time target settings, and rtgt's `nvmf_subsystem_pause` / `nvmf_subsystem_resume`.
+//!
+//! Error codes follow SPDK (HEAD): a missing subsystem or bad parameter is `-32602` (messages
+//! such as `Subsystem with NQN '<nqn>' not found`), runtime failures `-32603`, and the few
+//! methods SPDK answers with an errno do so here too. Every change that touches the data path
+//! goes through the target's state machine (pause → change → resume on every poll group) and
+//! is answered when it has completed; a failure leaves the previous configuration in place.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use target_core::reactor::parse_cpumask;
+use target_core::registry::TransportParams;
+use target_core::target::{
+    AdrFam, CoreError, DISCOVERY_NQN, ListenAddr, NsParams, Subsystem, SubsystemParams,
+    SubsystemType, validate_ascii_field, validate_nqn,
+};
+
+use super::{
+    Kind, Param, Rtgt, SubsystemExtras, add, check_params, check_tgt, hex_upper, internal, invalid,
+    nvmf_err, opt, parse_hex, parse_uuid, req,
+};
+use crate::params::Decode;
+use crate::{Methods, RegisterError, RpcError, RpcResult, StateMask};
+
+const U16: Kind = Kind::Uint(16);
+const U32: Kind = Kind::Uint(32);
+
+/// The options of `nvmf_create_transport` every rpc.py version may send, with their types.
+/// The call is decoded relaxed (other keys pass through to the transport, which owns its own
+/// options, e.g. SRP's); the keys listed here must have the right type.
+pub const TRANSPORT_OPTIONS: &[Param] = &[
+    req("trtype", Kind::Str),
+    opt("tgt_name", Kind::Str),
+    opt("max_queue_depth", U16),
+    opt("max_io_qpairs_per_ctrlr", U16),
+    opt("in_capsule_data_size", U32),
+    opt("max_io_size", U32),
+    opt("io_unit_size", U32),
+    opt("max_aq_depth", U32),
+    opt("num_shared_buffers", U32),
+    opt("buf_cache_size", U32),
+    opt("iobuf_small_cache_size", U32),
+    opt("iobuf_large_cache_size", U32),
+    opt("zcopy", Kind::Bool),
+    opt("num_cqe", Kind::I32),
+    opt("max_srq_depth", U32),
+    opt("no_srq", Kind::Bool),
+    opt("c2h_success", Kind::Bool),
+    opt("dif_insert_or_strip", Kind::Bool),
+    opt("sock_priority", U32),
+    opt("acceptor_backlog", Kind::I32),
+    opt("abort_timeout_sec", U32),
+    opt("no_wr_batching", Kind::Bool),
+    opt("control_msg_num", U16),
+    opt("disable_mappable_bar0", Kind::Bool),
+    opt("disable_adaptive_irq", Kind::Bool),
+    opt("disable_shadow_doorbells", Kind::Bool),
+    opt("acceptor_poll_rate", U32),
+    opt("ack_timeout", U32),
+    opt("data_wr_pool_size", U32),
+    opt("disable_command_passthru", Kind::Bool),
+    opt("kas", U16),
+    opt("min_kato", U32),
+    opt("masked_oncs", Kind::StrList),
+    opt("masked_fuses", Kind::StrList),
+];
+
+/// The admin commands `nvmf_set_config` may pass through.
+const PASSTHRU: &[&str] = &[
+    "identify_ctrlr",
+    "identify_uuid_list",
+    "get_log_page",
+    "get_set_features",
+    "sanitize",
+    "security_send_recv",
+    "fw_update",
+    "nvme_mi",
+    "vendor_specific",
+];
+
+const SET_CONFIG: &[Param] = &[
+    opt("admin_cmd_passthru", Kind::Flags(PASSTHRU)),
+    opt("poll_groups_mask", Kind::Str),
+    opt("discovery_filter", Kind::Str),
+    opt("discovery_filters", Kind::StrList),
+    opt("dhchap_digests", Kind::StrList),
+    opt("dhchap_dhgroups", Kind::StrList),
+    opt("dup_host_policy", Kind::Str),
+];
+
+const DIGESTS: &[&str] = &["sha256", "sha384", "sha512"];
+const DHGROUPS: &[&str] = &[
+    "null",
+    "ffdhe2048",
+    "ffdhe3072",
+    "ffdhe4096",
+    "ffdhe6144",
+    "ffdhe8192",
+];
+
+// ----- parameter structs -----
+
+#[derive(Deserialize)]
+struct TgtOnly {
+    tgt_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct GetTransports {
+    tgt_name: Option<String>,
+    trtype: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CreateSubsystem {
+    nqn: String,
+    tgt_name: Option<String>,
+    serial_number: Option<String>,
+    model_number: Option<String>,
+    admin_label: Option<String>,
+    #[serde(default)]
+    max_namespaces: u32,
+    #[serde(default)]
+    allow_any_host: bool,
+    #[serde(default)]
+    ana_reporting: bool,
+    min_cntlid: Option<u16>,
+    max_cntlid: Option<u16>,
+    dmrsl: Option<u32>,
+    wzsl: Option<u8>,
+    #[serde(default)]
+    passthrough: bool,
+    #[serde(default)]
+    enable_nssr: bool,
+}
+
+#[derive(Deserialize)]
+struct Nqn {
+    nqn: String,
+    tgt_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct GetSubsystems {
+    nqn: Option<String>,
+    tgt_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Address {
+    trtype: String,
+    adrfam: Option<String>,
+    traddr: String,
+    trsvcid: Option<String>,
+}
+
+impl Address {
+    fn to_listen_addr(&self) -> RpcResult<ListenAddr> {
+        let adrfam = match &self.adrfam {
+            None => AdrFam::Ipv4,
+            Some(a) => AdrFam::parse(a).ok_or_else(|| {
+                RpcError::invalid_params(format!("Invalid adrfam '{a}' (ipv4, ipv6, ib or fc)"))
+            })?,
+        };
+        if self.traddr.len() > 256 || self.trsvcid.as_ref().is_some_and(|s| s.len() > 32) {
+            return Err(RpcError::invalid_params(
+                "Invalid parameters: address too long",
+            ));
+        }
+        Ok(ListenAddr::new(
+            &self.trtype,
+            adrfam,
+            &self.traddr,
+            self.trsvcid.as_deref().unwrap_or(""),
+        ))
+    }
+}
+
+#[derive(Deserialize)]
+struct AddListener {
+    nqn: String,
+    listen_address: Address,
+    tgt_name: Option<String>,
+    #[serde(default)]
+    secure_channel: bool,
+    ana_state: Option<String>,
+    sock_impl: Option<String>,
+    numa_id: Option<i32>,
+}
+
+#[derive(Deserialize)]
+struct RemoveListener {
+    nqn: String,
+    listen_address: Address,
+    tgt_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct NsArg {
+    bdev_name: String,
+    #[serde(default)]
+    nsid: u32,
+    nguid: Option<String>,
+    eui64: Option<String>,
+    uuid: Option<String>,
+    ptpl_file: Option<String>,
+    #[serde(default)]
+    anagrpid: u32,
+    #[serde(default)]
+    no_auto_visible: bool,
+    #[serde(default)]
+    hide_metadata: bool,
+}
+
+#[derive(Deserialize)]
+struct AddNs {
+    nqn: String,
+    namespace: NsArg,
+    tgt_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RemoveNs {
+    nqn: String,
+    nsid: u32,
+    tgt_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct AddHost {
+    nqn: String,
+    host: String,
+    tgt_name: Option<String>,
+    psk: Option<String>,
+    dhchap_key: Option<String>,
+    dhchap_ctrlr_key: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct RemoveHost {
+    nqn: String,
+    host: String,
+    tgt_name: Option<String>,
+    timeout_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct AllowAnyHost {
+    nqn: String,
+    allow_any_host: bool,
+    tgt_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct MaxSubsystems {
+    max_subsystems: u32,
+}
+
+#[derive(Deserialize)]
+struct Crdt {
+    #[serde(default)]
+    crdt1: u16,
+    #[serde(default)]
+    crdt2: u16,
+    #[serde(default)]
+    crdt3: u16,
+}
+
+#[derive(Deserialize)]
+struct Pause {
+    nqn: String,
+    nsid: Option<u32>,
+    tgt_name: Option<String>,
+}
+
+// ----- registration -----
+
+pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
+    use Decode::{Relaxed, Strict};
+    const R: StateMask = StateMask::RUNTIME;
+    const S: StateMask = StateMask::STARTUP;
+
+    m.register_async("nvmf_create_transport", R, create_transport)?;
+    add(m, "nvmf_get_transports", R, Strict, get_transports)?;
+    add(m, "nvmf_create_subsystem", R, Strict, create_subsystem)?;
+    add(m, "nvmf_delete_subsystem", R, Strict, delete_subsystem)?;
+    add(m, "nvmf_get_subsystems", R, Strict, get_subsystems)?;
+    add(m, "nvmf_subsystem_add_listener", R, Relaxed, add_listener)?;
+    add(
+        m,
+        "nvmf_subsystem_remove_listener",
+        R,
+        Strict,
+        remove_listener,
+    )?;
+    add(m, "nvmf_subsystem_get_listeners", R, Strict, get_listeners)?;
+    add(m, "nvmf_subsystem_add_ns", R, Relaxed, add_ns)?;
+    add(m, "nvmf_subsystem_remove_ns", R, Strict, remove_ns)?;
+    add(m, "nvmf_subsystem_add_host", R, Relaxed, add_host)?;
+    add(m, "nvmf_subsystem_remove_host", R, Strict, remove_host)?;
+    add(
+        m,
+        "nvmf_subsystem_allow_any_host",
+        R,
+        Strict,
+        allow_any_host,
+    )?;
+    add(
+        m,
+        "nvmf_subsystem_get_controllers",
+        R,
+        Strict,
+        get_controllers,
+    )?;
+    add(m, "nvmf_subsystem_get_qpairs", R, Strict, get_qpairs)?;
+    add(m, "nvmf_get_stats", R, Strict, get_stats)?;
+    add(m, "nvmf_subsystem_pause", R, Strict, pause)?;
+    add(m, "nvmf_subsystem_resume", R, Strict, resume)?;
+    m.register("nvmf_set_config", S, set_config)?;
+    add(m, "nvmf_set_max_subsystems", S, Strict, set_max_subsystems)?;
+    add(m, "nvmf_set_crdt", S, Strict, set_crdt)?;
+    Ok(())
+}
+
+fn subsystem(ctx: &Rtgt, nqn: &str) -> RpcResult<Arc<Subsystem>> {
+    ctx.target()
+        .subsystem(nqn)
+        .ok_or_else(|| RpcError::invalid_params(format!("Subsystem with NQN '{nqn}' not found")))
+}
+
+// ----- transports -----
+
+async fn create_transport(p: crate::Params<'static>, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    let r = create_transport_inner(p, ctx).await;
+    r.inspect_err(|e| super::log_failure("nvmf_create_transport", e))
+}
+
+async fn create_transport_inner(p: crate::Params<'static>, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    let mut opts = super::params_object(&p, crate::params::DecodeFlavor::InvalidParams)?;
+    check_params(&opts, TRANSPORT_OPTIONS, true).map_err(|why| {
+        tracing::warn!("nvmf_create_transport: {why}");
+        RpcError::invalid_params(format!("Invalid parameters: {why}"))
+    })?;
+    let trtype = opts
+        .remove("trtype")
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let tgt_name = opts
+        .remove("tgt_name")
+        .and_then(|v| v.as_str().map(str::to_string));
+    if tgt_name
+        .as_deref()
+        .is_some_and(|n| n != super::DEFAULT_TGT_NAME)
+    {
+        return Err(RpcError::internal("Unable to find a target."));
+    }
+    let params: TransportParams = opts;
+    ctx.target()
+        .create_transport(&trtype, &params)
+        .await
+        .map_err(nvmf_err)?;
+    Ok(true)
+}
+
+async fn get_transports(a: GetTransports, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+    check_tgt(&a.tgt_name)?;
+    let t = ctx.target();
+    match a.trtype {
+        Some(name) => match t.transport(&name) {
+            Some((_, tr)) => Ok(vec![Value::Object(tr.dump_opts())]),
+            None => Err(RpcError::errno(
+                libc::ENODEV,
+                format!("Transport type '{name}' does not exist"),
+            )),
+        },
+        None => Ok(t
+            .transports()
+            .iter()
+            .map(|tr| Value::Object(tr.dump_opts()))
+            .collect()),
+    }
+}
+
+// ----- subsystems -----
+
+async fn create_subsystem(a: CreateSubsystem, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    if let Some(n) = &a.tgt_name
+        && n != super::DEFAULT_TGT_NAME
+    {
+        return Err(RpcError::internal(format!("Unable to find target {n}")));
+    }
+    let unable =
+        |why: String| RpcError::internal(format!("Unable to create subsystem {}: {why}", a.nqn));
+    validate_nqn(&a.nqn).map_err(|e| unable(e.to_string()))?;
+    if let Some(s) = &a.serial_number {
+        validate_ascii_field("SN", s, 20).map_err(invalid)?;
+    }
+    if let Some(m) = &a.model_number {
+        validate_ascii_field("MN", m, 40).map_err(invalid)?;
+    }
+    if let Some(l) = &a.admin_label
+        && (l.len() < 4 || l.len() > 256 || !l.bytes().all(|b| (0x20..=0x7e).contains(&b)))
+    {
+        return Err(RpcError::invalid_params(format!(
+            "Invalid admin_label '{}'",
+            l.escape_default()
+        )));
+    }
+    if a.passthrough {
+        return Err(RpcError::invalid_params(format!(
+            "Subsystem {}: passthrough subsystems need NVMe bdevs, which rtgt does not have",
+            a.nqn
+        )));
+    }
+    let (min, max) = (a.min_cntlid.unwrap_or(1), a.max_cntlid.unwrap_or(0xffef));
+    if min == 0 || min > max || max > 0xffef {
+        return Err(RpcError::invalid_params(format!(
+            "Invalid cntlid range [{min}-{max}]"
+        )));
+    }
+    let mut p = SubsystemParams::new(&a.nqn);
+    p.serial = a.serial_number;
+    p.model = a.model_number;
+    p.max_namespaces = a.max_namespaces;
+    p.allow_any_host = a.allow_any_host;
+    p.ana_reporting = a.ana_reporting;
+    p.min_cntlid = min;
+    p.max_cntlid = max;
+    let extras = SubsystemExtras {
+        dmrsl: a.dmrsl.unwrap_or(SubsystemExtras::default().dmrsl),
+        wzsl: a.wzsl.unwrap_or(SubsystemExtras::default().wzsl),
+        enable_nssr: a.enable_nssr,
+        admin_label: a.admin_label,
+    };
+    match ctx.target().create_subsystem(p).await {
+        Ok(_) => {
+            ctx.extras.lock().insert(a.nqn, extras);
+            Ok(true)
+        }
+        Err(CoreError::Exists(m) | CoreError::NoResources(m) | CoreError::Invalid(m)) => {
+            Err(RpcError::internal(m))
+        }
+        Err(e) => Err(RpcError::internal(e.to_string())),
+    }
+}
+
+async fn delete_subsystem(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    check_tgt(&a.tgt_name)?;
+    subsystem(&ctx, &a.nqn)?;
+    if a.nqn == DISCOVERY_NQN {
+        return Err(RpcError::invalid_params(
+            "The discovery subsystem cannot be deleted",
+        ));
+    }
+    ctx.target()
+        .delete_subsystem(&a.nqn)
+        .await
+        .map_err(nvmf_err)?;
+    ctx.extras.lock().remove(&a.nqn);
+    Ok(true)
+}
+
+/// SPDK's address object: `{trtype, adrfam, traddr, trsvcid}`.
+pub(crate) fn address_json(a: &ListenAddr) -> Value {
+    json!({
+        "trtype": a.trtype,
+        "adrfam": a.adrfam.as_str(),
+        "traddr": a.traddr,
+        "trsvcid": a.trsvcid,
+    })
+}
+
+/// One `nvmf_get_subsystems` entry in SPDK's shape, plus the subsystem's `state`.
+pub(crate) fn subsystem_json(ctx: &Rtgt, sub: &Subsystem) -> Value {
+    let c = sub.config();
+    let mut o = Map::new();
+    o.insert("nqn".into(), json!(sub.nqn()));
+    o.insert(
+        "subtype".into(),
+        json!(match sub.kind() {
+            SubsystemType::Nvme => "NVMe",
+            SubsystemType::Discovery => "Discovery",
+        }),
+    );
+    o.insert("state".into(), json!(sub.state().as_str()));
+    o.insert(
+        "listen_addresses".into(),
+        Value::Array(c.listeners.iter().map(address_json).collect()),
+    );
+    o.insert("allow_any_host".into(), json!(c.allow_any_host));
+    o.insert(
+        "hosts".into(),
+        Value::Array(c.hosts.iter().map(|h| json!({"nqn": h})).collect()),
+    );
+    if sub.kind() == SubsystemType::Nvme {
+        let x = ctx.extras(sub.nqn());
+        o.insert("serial_number".into(), json!(c.serial));
+        o.insert("model_number".into(), json!(c.model));
+        if let Some(l) = &x.admin_label {
+            o.insert("admin_label".into(), json!(l));
+        }
+        if c.max_namespaces != 0 {
+            o.insert("max_namespaces".into(), json!(c.max_namespaces));
+        }
+        o.insert("passthrough".into(), json!(false));
+        o.insert("min_cntlid".into(), json!(c.min_cntlid));
+        o.insert("max_cntlid".into(), json!(c.max_cntlid));
+        o.insert("dmrsl".into(), json!(x.dmrsl));
+        o.insert("wzsl".into(), json!(x.wzsl));
+        let ns: Vec<Value> = c
+            .namespaces
+            .values()
+            .map(|n| {
+                let mut v = json!({
+                    "nsid": n.nsid,
+                    "bdev_name": n.bdev_name,
+                    "name": n.bdev_name,
+                    "nguid": hex_upper(&n.nguid),
+                });
+                if let Some(obj) = v.as_object_mut() {
+                    if let Some(e) = n.eui64 {
+                        obj.insert("eui64".into(), json!(hex_upper(&e)));
+                    }
+                    obj.insert("uuid".into(), json!(n.uuid.to_string()));
+                    if c.ana_reporting {
+                        obj.insert("anagrpid".into(), json!(n.anagrpid));
+                    }
+                }
+                v
+            })
+            .collect();
+        o.insert("namespaces".into(), Value::Array(ns));
+    }
+    Value::Object(o)
+}
+
+async fn get_subsystems(a: GetSubsystems, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+    check_tgt(&a.tgt_name)?;
+    match a.nqn {
+        Some(nqn) => {
+            let sub = subsystem(&ctx, &nqn)?;
+            Ok(vec![subsystem_json(&ctx, &sub)])
+        }
+        None => Ok(ctx
+            .target()
+            .subsystems()
+            .iter()
+            .map(|s| subsystem_json(&ctx, s))
+            .collect()),
+    }
+}
+
+// ----- listeners -----
+
+async fn add_listener(a: AddListener, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    check_tgt(&a.tgt_name)?;
+    let sub = subsystem(&ctx, &a.nqn)?;
+    let addr = a.listen_address.to_listen_addr()?;
+    let _ = (a.sock_impl, a.numa_id);
+    if a.secure_channel {
+        if sub.with_config(|c| c.allow_any_host) {
+            return Err(RpcError::internal(
+                "Cannot establish secure channel, when 'allow_any_host' is set",
+            ));
+        }
+        return Err(RpcError::internal(format!(
+            "Secure channel (TLS) is not supported on {} listeners",
+            addr.trtype
+        )));
+    }
+    match a.ana_state.as_deref() {
+        None | Some("optimized") => {}
+        Some(s @ ("non_optimized" | "inaccessible")) => {
+            return Err(RpcError::invalid_params(format!(
+                "ANA state '{s}' is not supported: rtgt reports every listener optimized"
+            )));
+        }
+        Some(s) => {
+            return Err(RpcError::invalid_params(format!("Invalid ana_state '{s}'")));
+        }
+    }
+    ctx.target()
+        .add_listener(&a.nqn, addr)
+        .await
+        .map_err(invalid)?;
+    Ok(true)
+}
+
+async fn remove_listener(a: RemoveListener, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    check_tgt(&a.tgt_name)?;
+    subsystem(&ctx, &a.nqn)?;
+    let addr = a.listen_address.to_listen_addr()?;
+    ctx.target()
+        .remove_listener(&a.nqn, addr)
+        .await
+        .map_err(nvmf_err)?;
+    Ok(true)
+}
+
+async fn get_listeners(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+    check_tgt(&a.tgt_name)?;
+    let sub = subsystem(&ctx, &a.nqn)?;
+    let c = sub.config();
+    Ok(c.listeners
+        .iter()
+        .map(|l| {
+            let mut v = json!({"address": address_json(l)});
+            if c.ana_reporting
+                && let Some(o) = v.as_object_mut()
+            {
+                let states: Vec<Value> = (1..=c.ns_limit())
+                    .map(|g| json!({"ana_group": g, "ana_state": "optimized"}))
+                    .collect();
+                o.insert("ana_states".into(), Value::Array(states));
+            }
+            v
+        })
+        .collect())
+}
+
+// ----- namespaces -----
+
+async fn add_ns(a: AddNs, ctx: Arc<Rtgt>) -> RpcResult<u32> {
+    check_tgt(&a.tgt_name)?;
+    subsystem(&ctx, &a.nqn)?;
+    let n = a.namespace;
+    let _ = n.hide_metadata;
+    let nguid = match &n.nguid {
+        None => None,
+        Some(s) => {
+            Some(parse_hex::<16>(s).ok_or_else(|| RpcError::invalid_params("Invalid nguid"))?)
+        }
+    };
+    let eui64 = match &n.eui64 {
+        None => None,
+        Some(s) => {
+            Some(parse_hex::<8>(s).ok_or_else(|| RpcError::invalid_params("Invalid eui64"))?)
+        }
+    };
+    let uuid = match &n.uuid {
+        None => None,
+        Some(s) => Some(parse_uuid(s).ok_or_else(|| RpcError::invalid_params("Invalid uuid"))?),
+    };
+    let nsid = ctx
+        .target()
+        .add_namespace(
+            &a.nqn,
+            NsParams {
+                bdev_name: n.bdev_name,
+                nsid: n.nsid,
+                nguid,
+                eui64,
+                uuid,
+                anagrpid: n.anagrpid,
+                no_auto_visible: n.no_auto_visible,
+                ptpl_file: n.ptpl_file,
+            },
+        )
+        .await
+        .map_err(|e| match e {
+            CoreError::Internal(m) => RpcError::internal(m),
+            other => invalid(other),
+        })?;
+    Ok(nsid)
+}
+
+async fn remove_ns(a: RemoveNs, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    check_tgt(&a.tgt_name)?;
+    subsystem(&ctx, &a.nqn)?;
+    ctx.target()
+        .remove_namespace(&a.nqn, a.nsid)
+        .await
+        .map_err(nvmf_err)?;
+    Ok(true)
+}
+
+// ----- hosts -----
+
+async fn add_host(a: AddHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    check_tgt(&a.tgt_name)?;
+    subsystem(&ctx, &a.nqn)?;
+    if let Some(psk) = &a.psk {
+        return Err(RpcError::invalid_params(format!(
+            "Host {}: TLS PSK '{psk}' cannot be used: rtgt has no TLS transport",
+            a.host
+        )));
+    }
+    for key in [&a.dhchap_key, &a.dhchap_ctrlr_key].into_iter().flatten() {
+        if !super::options::key_exists(&ctx, key) {
+            return Err(RpcError::invalid_params(format!(
+                "Key '{key}' does not exist"
+            )));
+        }
+    }
+    if a.dhchap_ctrlr_key.is_some() && a.dhchap_key.is_none() {
+        return Err(RpcError::invalid_params(
+            "dhchap_ctrlr_key requires dhchap_key",
+        ));
+    }
+    if a.dhchap_key.is_some() {
+        return Err(RpcError::internal(format!(
+            "Host {}: DH-HMAC-CHAP authentication is not supported by rtgt",
+            a.host
+        )));
+    }
+    ctx.target().add_host(&a.nqn, &a.host).map_err(internal)?;
+    Ok(true)
+}
+
+async fn remove_host(a: RemoveHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    check_tgt(&a.tgt_name)?;
+    subsystem(&ctx, &a.nqn)?;
+    let fut = ctx.target().remove_host(&a.nqn, &a.host);
+    match a.timeout_ms {
+        Some(ms) => tokio::time::timeout(std::time::Duration::from_millis(ms), fut)
+            .await
+            .map_err(|_| RpcError::internal("Timeout reached during host removal"))?,
+        None => fut.await,
+    }
+    .map_err(internal)?;
+    Ok(true)
+}
+
+async fn allow_any_host(a: AllowAnyHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    check_tgt(&a.tgt_name)?;
+    subsystem(&ctx, &a.nqn)?;
+    ctx.target()
+        .allow_any_host(&a.nqn, a.allow_any_host)
+        .await
+        .map_err(internal)?;
+    Ok(true)
+}
+
+// ----- introspection -----
+
+async fn get_controllers(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+    check_tgt(&a.tgt_name)?;
+    let sub = subsystem(&ctx, &a.nqn)?;
+    Ok(sub
+        .controllers()
+        .iter()
+        .map(|c| {
+            json!({
+                "cntlid": c.cntlid,
+                "cntrltype": c.cntrltype,
+                "hostnqn": c.hostnqn,
+                "hostid": c.hostid,
+                "num_io_qpairs": c.num_io_qpairs,
+                "trtype": c.transport,
+            })
+        })
+        .collect())
+}
+
+async fn get_qpairs(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+    check_tgt(&a.tgt_name)?;
+    subsystem(&ctx, &a.nqn)?;
+    ctx.target().qpairs(&a.nqn).await.map_err(nvmf_err)
+}
+
+async fn get_stats(a: TgtOnly, ctx: Arc<Rtgt>) -> RpcResult<Value> {
+    if a.tgt_name
+        .as_deref()
+        .is_some_and(|n| n != super::DEFAULT_TGT_NAME)
+    {
+        return Err(RpcError::internal("Unable to find a target."));
+    }
+    Ok(ctx.target().stats().await)
+}
+
+// ----- pause / resume (rtgt extensions) -----
+
+async fn pause(a: Pause, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    check_tgt(&a.tgt_name)?;
+    subsystem(&ctx, &a.nqn)?;
+    if a.nsid == Some(0) {
+        return Err(RpcError::invalid_params(
+            "nsid 0 is not a namespace; omit nsid to pause every namespace",
+        ));
+    }
+    ctx.target().pause(&a.nqn, a.nsid).await.map_err(nvmf_err)?;
+    Ok(true)
+}
+
+async fn resume(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    check_tgt(&a.tgt_name)?;
+    subsystem(&ctx, &a.nqn)?;
+    ctx.target().resume(&a.nqn).await.map_err(nvmf_err)?;
+    Ok(true)
+}
+
+// ----- target settings (STARTUP) -----
+
+/// The `nvmf_set_config` values in effect when nothing was set (SPDK's defaults).
+pub(crate) fn default_nvmf_config() -> Map<String, Value> {
+    let passthru: Map<String, Value> = PASSTHRU
+        .iter()
+        .map(|k| ((*k).to_string(), Value::Bool(false)))
+        .collect();
+    let mut m = Map::new();
+    m.insert("discovery_filters".into(), json!([]));
+    m.insert("admin_cmd_passthru".into(), Value::Object(passthru));
+    m.insert("dhchap_digests".into(), json!(DIGESTS));
+    m.insert("dhchap_dhgroups".into(), json!(DHGROUPS));
+    m.insert("dup_host_policy".into(), json!("allow"));
+    m
+}
+
+/// The effective `nvmf_set_config` parameters, in the order save_config prints them.
+pub(crate) fn effective_nvmf_config(ctx: &Rtgt) -> Map<String, Value> {
+    let set = ctx.target().settings().nvmf_config;
+    let mut out = Map::new();
+    let defaults = default_nvmf_config();
+    for key in [
+        "discovery_filters",
+        "admin_cmd_passthru",
+        "poll_groups_mask",
+        "dhchap_digests",
+        "dhchap_dhgroups",
+        "dup_host_policy",
+    ] {
+        if let Some(v) = set.get(key).or_else(|| defaults.get(key)) {
+            out.insert(key.into(), v.clone());
+        }
+    }
+    out
+}
+
+fn list_within(v: &Value, allowed: &[&str], what: &str) -> Result<(), String> {
+    for s in v.as_array().into_iter().flatten() {
+        let s = s.as_str().unwrap_or_default();
+        if !allowed.contains(&s) {
+            return Err(format!("invalid {what} '{s}'"));
+        }
+    }
+    Ok(())
+}
+
+fn set_config(p: crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
+    set_config_inner(&p, ctx).inspect_err(|e| super::log_failure("nvmf_set_config", e))
+}
+
+fn set_config_inner(p: &crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
+    let given = super::params_object(p, crate::params::DecodeFlavor::InvalidParams)?;
+    let bad = |why: String| {
+        tracing::warn!("nvmf_set_config: {why}");
+        RpcError::invalid_params(format!("Invalid parameters: {why}"))
+    };
+    check_params(&given, SET_CONFIG, false).map_err(bad)?;
+    if given.contains_key("discovery_filter") && given.contains_key("discovery_filters") {
+        return Err(bad(
+            "discovery_filter and discovery_filters are exclusive".into()
+        ));
+    }
+    let mut cfg = effective_nvmf_config(ctx);
+    for (k, v) in given {
+        match k.as_str() {
+            "admin_cmd_passthru" => {
+                if let (Some(Value::Object(cur)), Value::Object(new)) =
+                    (cfg.get_mut("admin_cmd_passthru"), v)
+                {
+                    cur.extend(new);
+                }
+            }
+            "discovery_filter" => {
+                // Deprecated form: "match_any" or a comma list of transport/address/svcid.
+                let text = v.as_str().unwrap_or_default();
+                let mut list = Vec::new();
+                for f in text.split(',').map(str::trim) {
+                    match f {
+                        "match_any" => {}
+                        "transport" | "address" | "svcid" => list.push(json!(f)),
+                        other => return Err(bad(format!("invalid discovery filter '{other}'"))),
+                    }
+                }
+                cfg.insert("discovery_filters".into(), Value::Array(list));
+            }
+            "discovery_filters" => {
+                list_within(
+                    &v,
+                    &["match_any", "transport", "address", "svcid"],
+                    "discovery filter",
+                )
+                .map_err(bad)?;
+                let list: Vec<Value> = v
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|f| f.as_str() != Some("match_any"))
+                    .cloned()
+                    .collect();
+                cfg.insert(k, Value::Array(list));
+            }
+            "dhchap_digests" => {
+                list_within(&v, DIGESTS, "DH-HMAC-CHAP digest").map_err(bad)?;
+                cfg.insert(k, v);
+            }
+            "dhchap_dhgroups" => {
+                list_within(&v, DHGROUPS, "DH-HMAC-CHAP DH group").map_err(bad)?;
+                cfg.insert(k, v);
+            }
+            "dup_host_policy" => {
+                if !matches!(v.as_str(), Some("allow" | "restrict_per_listener")) {
+                    return Err(bad(format!("invalid dup_host_policy {v}")));
+                }
+                cfg.insert(k, v);
+            }
+            "poll_groups_mask" => {
+                let text = v.as_str().unwrap_or_default();
+                let cores = parse_cpumask(text).map_err(bad)?;
+                let ours: Vec<usize> = ctx
+                    .target()
+                    .reactors()
+                    .info()
+                    .iter()
+                    .map(|r| r.core.unwrap_or(r.index))
+                    .collect();
+                if let Some(c) = cores.iter().find(|c| !ours.contains(c)) {
+                    return Err(bad(format!(
+                        "poll_groups_mask '{text}' names core {c}, outside the reactor mask"
+                    )));
+                }
+                cfg.insert(k, v);
+            }
+            _ => {
+                cfg.insert(k, v);
+            }
+        }
+    }
+    tracing::info!(
+        "nvmf_set_config recorded; rtgt runs one poll group per reactor and has no admin passthru, discovery filters or DH-HMAC-CHAP"
+    );
+    ctx.target().update_settings(|s| s.nvmf_config = cfg);
+    Ok(true)
+}
+
+async fn set_max_subsystems(a: MaxSubsystems, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    let existing = ctx.target().subsystems().len() as u32;
+    ctx.target().update_settings(|s| {
+        if s.max_subsystems_set {
+            return Err(RpcError::internal("Must not call more than once"));
+        }
+        if a.max_subsystems == 0 || a.max_subsystems < existing {
+            return Err(RpcError::invalid_params(format!(
+                "max_subsystems {} is below the {existing} subsystem(s) that exist",
+                a.max_subsystems
+            )));
+        }
+        s.max_subsystems = a.max_subsystems;
+        s.max_subsystems_set = true;
+        Ok(true)
+    })
+}
+
+async fn set_crdt(a: Crdt, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    ctx.target()
+        .update_settings(|s| s.crdt = [a.crdt1, a.crdt2, a.crdt3]);
+    Ok(true)
+}
+
+/// The `nvmf` subsystem's configuration in SPDK HEAD's order: target settings, transports,
+/// then all subsystems, all hosts, all namespaces, and the listeners last (so that no host can
+/// connect to a half-built subsystem). With `with_batches`, each of the last four groups is
+/// one array (a JSON-RPC batch).
+pub(crate) fn nvmf_config(ctx: &Rtgt, with_batches: bool) -> Vec<Value> {
+    let t = ctx.target();
+    let settings = t.settings();
+    let mut out = vec![
+        json!({"method": "nvmf_set_config", "params": effective_nvmf_config(ctx)}),
+        json!({"method": "nvmf_set_max_subsystems",
+               "params": {"max_subsystems": settings.max_subsystems}}),
+        json!({"method": "nvmf_set_crdt", "params": {
+            "crdt1": settings.crdt[0], "crdt2": settings.crdt[1], "crdt3": settings.crdt[2]}}),
+    ];
+    for tr in t.transports() {
+        out.push(json!({"method": "nvmf_create_transport", "params": tr.dump_opts()}));
+    }
+    let subs: Vec<Arc<Subsystem>> = t
+        .subsystems()
+        .into_iter()
+        .filter(|s| s.kind() == SubsystemType::Nvme)
+        .collect();
+    let (mut creates, mut hosts, mut nss, mut listeners) = (vec![], vec![], vec![], vec![]);
+    for s in &subs {
+        let c = s.config();
+        let x = ctx.extras(s.nqn());
+        let mut p = Map::new();
+        p.insert("nqn".into(), json!(s.nqn()));
+        p.insert("allow_any_host".into(), json!(c.allow_any_host));
+        p.insert("serial_number".into(), json!(c.serial));
+        p.insert("model_number".into(), json!(c.model));
+        if c.max_namespaces != 0 {
+            p.insert("max_namespaces".into(), json!(c.max_namespaces));
+        }
+        p.insert("min_cntlid".into(), json!(c.min_cntlid));
+        p.insert("max_cntlid".into(), json!(c.max_cntlid));
+        p.insert("ana_reporting".into(), json!(c.ana_reporting));
+        p.insert("dmrsl".into(), json!(x.dmrsl));
+        p.insert("wzsl".into(), json!(x.wzsl));
+        p.insert("passthrough".into(), json!(false));
+        p.insert("enable_nssr".into(), json!(x.enable_nssr));
+        if let Some(l) = &x.admin_label {
+            p.insert("admin_label".into(), json!(l));
+        }
+        creates.push(json!({"method": "nvmf_create_subsystem", "params": p}));
+        for h in &c.hosts {
+            hosts.push(json!({"method": "nvmf_subsystem_add_host",
+                              "params": {"nqn": s.nqn(), "host": h}}));
+        }
+        for n in c.namespaces.values() {
+            let mut ns = Map::new();
+            ns.insert("nsid".into(), json!(n.nsid));
+            ns.insert("bdev_name".into(), json!(n.bdev_name));
+            if let Some(f) = &n.ptpl_file {
+                ns.insert("ptpl_file".into(), json!(f));
+            }
+            ns.insert("nguid".into(), json!(hex_upper(&n.nguid)));
+            if let Some(e) = n.eui64 {
+                ns.insert("eui64".into(), json!(hex_upper(&e)));
+            }
+            ns.insert("uuid".into(), json!(n.uuid.to_string()));
+            if c.ana_reporting {
+                ns.insert("anagrpid".into(), json!(n.anagrpid));
+            }
+            ns.insert("no_auto_visible".into(), json!(n.no_auto_visible));
+            nss.push(json!({"method": "nvmf_subsystem_add_ns",
+                            "params": {"nqn": s.nqn(), "namespace": ns}}));
+        }
+        for l in &c.listeners {
+            listeners.push(json!({"method": "nvmf_subsystem_add_listener", "params": {
+                "nqn": s.nqn(), "listen_address": address_json(l), "secure_channel": false}}));
+        }
+    }
+    // Listeners of the discovery subsystem, too, come last.
+    if let Some(d) = t.subsystem(DISCOVERY_NQN) {
+        for l in &d.config().listeners {
+            listeners.push(json!({"method": "nvmf_subsystem_add_listener", "params": {
+                "nqn": DISCOVERY_NQN, "listen_address": address_json(l), "secure_channel": false}}));
+        }
+    }
+    for group in [creates, hosts, nss, listeners] {
+        if with_batches {
+            out.push(Value::Array(group));
+        } else {
+            out.extend(group);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_default_to_ipv4_and_upper_case_trtype() {
+        let a = Address {
+            trtype: "rdma".into(),
+            adrfam: None,
+            traddr: "10.0.0.1".into(),
+            trsvcid: Some("4420".into()),
+        };
+        let l = a.to_listen_addr().unwrap();
+        assert_eq!(
+            address_json(&l),
+            json!({"trtype":"RDMA","adrfam":"IPv4","traddr":"10.0.0.1","trsvcid":"4420"})
+        );
+        let bad = Address {
+            adrfam: Some("ipx".into()),
+            ..a
+        };
+        assert_eq!(bad.to_listen_addr().unwrap_err().code, -32602);
+    }
+
+    #[test]
+    fn transport_options_are_type_checked_but_relaxed() {
+        let m = |v: Value| v.as_object().unwrap().clone();
+        let ok = m(json!({"trtype":"RDMA","io_unit_size":8192,"c2h_success":true,"srp_only":1}));
+        assert!(check_params(&ok, TRANSPORT_OPTIONS, true).is_ok());
+        let bad = m(json!({"trtype":"RDMA","max_queue_depth":70000}));
+        assert!(check_params(&bad, TRANSPORT_OPTIONS, true).is_err());
+        let missing = m(json!({"max_queue_depth":128}));
+        assert!(check_params(&missing, TRANSPORT_OPTIONS, true).is_err());
+    }
+
+    #[test]
+    fn default_set_config_matches_spdk_shape() {
+        let d = default_nvmf_config();
+        assert_eq!(d["admin_cmd_passthru"].as_object().unwrap().len(), 9);
+        assert_eq!(d["dup_host_policy"], "allow");
+        assert_eq!(d["discovery_filters"], json!([]));
+    }
+}

@@ -1,0 +1,258 @@
+//! The NVMe state of one transport connection.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+
+use super::TransportInfo;
+use super::ctrlr::{NvmfCtrlr, QueueRef};
+use super::exec::AerDone;
+use crate::nvme::{Cqe, SglPolicy, Sqe, Status, SubsystemKind};
+use crate::target::{AdrFam, ListenAddr, PgCore};
+
+/// What a queue is, once connected.
+#[derive(Debug, Clone)]
+pub enum QueueRole {
+    /// No Connect yet: only a Connect is accepted.
+    Unconnected,
+    /// The admin queue of a controller (it owns the controller).
+    Admin(Arc<NvmfCtrlr>),
+    /// An I/O queue of a controller.
+    Io(Arc<NvmfCtrlr>),
+}
+
+/// One connection's NVMe state: role, queue id and size, submission queue head, subsystem, and
+/// the addresses it came through.
+#[derive(Debug)]
+pub struct Queue {
+    pub(super) me: QueueRef,
+    pub(super) role: QueueRole,
+    pub(super) qid: u16,
+    pub(super) sqsize: u16,
+    pub(super) sqhd: u16,
+    pub(super) sq_flow_control_disabled: bool,
+    pub(super) subsystem: Option<u32>,
+    pub(super) listen: ListenAddr,
+    pub(super) local: SocketAddr,
+    pub(super) peer: SocketAddr,
+    closing: bool,
+    finished: bool,
+}
+
+fn addr_json(trtype: &str, a: &SocketAddr) -> Value {
+    json!({
+        "trtype": trtype,
+        "adrfam": if a.is_ipv4() { AdrFam::Ipv4.as_str() } else { AdrFam::Ipv6.as_str() },
+        "traddr": a.ip().to_string(),
+        "trsvcid": a.port().to_string(),
+    })
+}
+
+impl Queue {
+    /// A new, unconnected queue: `me` names it (reactor, transport, key), `qid` is the queue id
+    /// the transport binding announced (RDMA CM private data; the Connect must match), `listen`
+    /// the listener it came through, `local`/`peer` the connection's addresses. Counts it as a
+    /// new unassociated connection of the poll group.
+    pub fn new(
+        core: &mut PgCore,
+        me: QueueRef,
+        qid: u16,
+        listen: ListenAddr,
+        local: SocketAddr,
+        peer: SocketAddr,
+    ) -> Self {
+        core.qpair_created();
+        Self {
+            me,
+            role: QueueRole::Unconnected,
+            qid,
+            sqsize: 0,
+            sqhd: 0,
+            sq_flow_control_disabled: false,
+            subsystem: None,
+            listen,
+            local,
+            peer,
+            closing: false,
+            finished: false,
+        }
+    }
+
+    /// The queue's reference (reactor, transport, key).
+    pub fn me(&self) -> QueueRef {
+        self.me
+    }
+
+    /// Queue id (from the binding until the Connect, then the Connect's).
+    pub fn qid(&self) -> u16 {
+        self.qid
+    }
+
+    /// Whether this is (or will be) an admin queue.
+    pub fn is_admin(&self) -> bool {
+        self.qid == 0
+    }
+
+    /// Role.
+    pub fn role(&self) -> &QueueRole {
+        &self.role
+    }
+
+    /// The controller, once connected.
+    pub fn controller(&self) -> Option<&Arc<NvmfCtrlr>> {
+        match &self.role {
+            QueueRole::Admin(c) | QueueRole::Io(c) => Some(c),
+            QueueRole::Unconnected => None,
+        }
+    }
+
+    /// The subsystem id, once connected.
+    pub fn subsystem(&self) -> Option<u32> {
+        self.subsystem
+    }
+
+    /// The listener the connection came through.
+    pub fn listen_addr(&self) -> &ListenAddr {
+        &self.listen
+    }
+
+    /// Whether the connection belongs to `host` (NQN, compared ignoring case as the allow
+    /// list does).
+    pub fn host_matches(&self, host: &str) -> bool {
+        self.controller()
+            .is_some_and(|c| c.hostnqn().eq_ignore_ascii_case(host))
+    }
+
+    /// Whether [`Queue::begin_close`] was called.
+    pub fn is_closing(&self) -> bool {
+        self.closing
+    }
+
+    /// The SGL policy for commands on this queue.
+    pub fn sgl_policy(&self, t: &TransportInfo, in_capsule_capacity: u32) -> SglPolicy {
+        if self.is_admin() {
+            t.limits
+                .admin_sgl_policy(in_capsule_capacity, t.admin_max_len)
+        } else {
+            let mut p = t.limits.io_sgl_policy();
+            p.in_capsule_capacity = p.in_capsule_capacity.min(in_capsule_capacity);
+            // An I/O queue Connect carries 1 KiB; the queue's policy allows that much anyway.
+            p
+        }
+    }
+
+    /// Advances the submission queue head for a received command.
+    pub(super) fn consume_sqe(&mut self) {
+        if self.sqsize > 0 {
+            self.sqhd = if self.sqhd >= self.sqsize {
+                0
+            } else {
+                self.sqhd + 1
+            };
+        }
+    }
+
+    /// SQHD to report.
+    pub(super) fn sqhd(&self) -> u16 {
+        if self.sq_flow_control_disabled {
+            crate::nvme::cqe::SQHD_FLOW_CONTROL_DISABLED
+        } else {
+            self.sqhd
+        }
+    }
+
+    /// A completion for `sqe` on this queue with `status`.
+    pub fn cqe(&self, sqe: &Sqe, status: Status) -> Cqe {
+        Cqe::for_command(sqe, self.qid, self.sqhd(), status)
+    }
+
+    /// The keep-alive timer of this admin queue's controller expired at `now` (once): the
+    /// transport must disconnect the queue, which ends the association.
+    pub fn keep_alive_expired(&self, now: Instant) -> bool {
+        match &self.role {
+            QueueRole::Admin(c) if !self.closing => c.with(|c| c.keep_alive_expired(now)),
+            _ => false,
+        }
+    }
+
+    /// Namespaces of `subsystem` changed: for an admin queue of that subsystem, records the
+    /// change and returns the parked AER to complete now, if any.
+    pub fn namespaces_changed(&self, subsystem: u32, nsids: &[u32]) -> Option<AerDone> {
+        match &self.role {
+            QueueRole::Admin(c) if self.subsystem == Some(subsystem) && !self.closing => {
+                c.with(|c| c.ns_changed(nsids)).map(|a| AerDone {
+                    cid: a.cid,
+                    cqe: a.cqe(self.sqhd()),
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The connection is going away. For an admin queue this ends the association at once: I/O
+    /// queues are told to disconnect and the controller id is freed. Idempotent.
+    pub fn begin_close(&mut self, core: &PgCore) {
+        if self.closing {
+            return;
+        }
+        self.closing = true;
+        if let QueueRole::Admin(c) = &self.role {
+            c.teardown(core.target().reactors());
+        }
+    }
+
+    /// The connection is gone: detaches an I/O queue from its controller and updates the poll
+    /// group's counters (which may finish a subsystem stop). Call exactly once.
+    pub fn finish(&mut self, core: &mut PgCore) {
+        if self.finished {
+            return;
+        }
+        self.begin_close(core);
+        self.finished = true;
+        match &self.role {
+            QueueRole::Unconnected => core.qpair_removed(None, false),
+            QueueRole::Admin(_) => core.qpair_removed(self.subsystem, true),
+            QueueRole::Io(c) => {
+                c.detach_io_queue(self.qid, self.me);
+                core.qpair_removed(self.subsystem, false);
+            }
+        }
+    }
+
+    /// SPDK's `nvmf_subsystem_get_qpairs` entry for this queue.
+    pub fn describe(&self, transport: &str) -> Value {
+        let (cntlid, hostnqn) = match self.controller() {
+            Some(c) => (Value::from(c.cntlid()), Value::from(c.hostnqn())),
+            None => (Value::Null, Value::Null),
+        };
+        let state = if self.closing {
+            "deactivating"
+        } else if matches!(self.role, QueueRole::Unconnected) {
+            "connecting"
+        } else {
+            "active"
+        };
+        json!({
+            "cntlid": cntlid,
+            "qid": self.qid,
+            "state": state,
+            "thread": format!("nvmf_tgt_poll_group_{:03}", self.me.reactor),
+            "hostnqn": hostnqn,
+            "listen_address": {
+                "trtype": transport,
+                "adrfam": self.listen.adrfam.as_str(),
+                "traddr": self.listen.traddr,
+                "trsvcid": self.listen.trsvcid,
+            },
+            "peer_address": addr_json(transport, &self.peer),
+        })
+    }
+
+    /// Whether the subsystem is a discovery subsystem (for logs).
+    pub fn is_discovery(&self) -> bool {
+        self.controller()
+            .is_some_and(|c| c.with(|c| c.kind() == SubsystemKind::Discovery))
+    }
+}

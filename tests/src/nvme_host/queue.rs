@@ -1,0 +1,632 @@
+//! One host queue: an RDMA connection speaking the NVMe/RDMA binding.
+//!
+//! The host side of the wire, written from the specification like Linux's nvme-rdma: connect
+//! through RDMA CM with the 32-byte private data, post 16-byte receives for responses, send
+//! 64-byte command capsules (plus in-capsule data), and describe data with keyed SGLs over its
+//! own registered memory — optionally through memory windows that the target must invalidate
+//! remotely (SGL subtype 0xF, checked against the receive completion like Linux does).
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use fabric::mem::IoBuf;
+use fabric::{
+    Access, BindMw, CmEventKind, CmId, ConnParam, Cq, EventChannel, Fabric, Mr, Mw, Pd, Qp, QpCap,
+    QpInit, RecvWr, SendWr, Sge, SgeList, WcStatus, WorkCompletion,
+};
+use target_core::nvme::{Cqe, SglDescriptor, Sqe};
+use transport_rdma::cm_data::{ConnectRequestData, RejectStatus, decode_accept};
+
+/// How long to wait for anything (events, completions).
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Why a host operation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostError {
+    /// The target rejected the RDMA connection; the NVMe/RDMA reject status, if any.
+    Rejected(Option<u16>),
+    /// A connection-manager step failed.
+    Cm(String),
+    /// Nothing happened in time.
+    Timeout(String),
+    /// A work request failed.
+    Wc(WcStatus),
+    /// The command completed with an error status.
+    Nvme(Cqe),
+    /// Every command slot is in use.
+    Full,
+    /// The queue is disconnected.
+    Disconnected,
+    /// The target broke the protocol (wrong CID, bogus invalidation, bad length...).
+    Protocol(String),
+}
+
+impl std::fmt::Display for HostError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl std::error::Error for HostError {}
+
+/// Data of a command.
+#[derive(Debug, Clone, Copy)]
+pub enum Data<'a> {
+    /// No data: the null keyed descriptor.
+    None,
+    /// Host-to-controller data sent in the capsule (SGL 0x01).
+    InCapsule(&'a [u8]),
+    /// Host-to-controller data fetched by the target with RDMA READ.
+    KeyedWrite {
+        /// The bytes.
+        bytes: &'a [u8],
+        /// Through a memory window the target must invalidate (SGL 0x4F).
+        invalidate: bool,
+    },
+    /// Controller-to-host data the target RDMA WRITEs.
+    KeyedRead {
+        /// Length.
+        len: u32,
+        /// Through a memory window the target must invalidate (SGL 0x4F).
+        invalidate: bool,
+    },
+    /// A hand-made SGL1 and in-capsule bytes (for malformed-command tests). Keyed addresses
+    /// are used as given.
+    Raw {
+        /// SGL1.
+        sgl: SglDescriptor,
+        /// Bytes after the SQE in the capsule.
+        capsule: &'a [u8],
+    },
+}
+
+/// A completed command.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// The completion entry.
+    pub cqe: Cqe,
+    /// For reads: the data the target wrote.
+    pub data: Vec<u8>,
+    /// The rkey the target invalidated with its response, if any.
+    pub invalidated: Option<u32>,
+}
+
+impl Completion {
+    /// `Ok(self)` on success, the CQE as an error otherwise.
+    pub fn ok(self) -> Result<Completion, HostError> {
+        if self.cqe.status.is_success() {
+            Ok(self)
+        } else {
+            Err(HostError::Nvme(self.cqe))
+        }
+    }
+}
+
+/// Queue parameters.
+#[derive(Debug, Clone, Copy)]
+pub struct QueueOpts {
+    /// Queue id announced in the private data.
+    pub qid: u16,
+    /// Entries (HSQSIZE + 1).
+    pub depth: u16,
+    /// Largest data transfer per command (sizes the data region).
+    pub max_io: usize,
+    /// Largest in-capsule payload the host may send.
+    pub max_in_capsule: usize,
+    /// Controller id announced in the private data.
+    pub cntlid: u16,
+}
+
+impl Default for QueueOpts {
+    fn default() -> Self {
+        Self {
+            qid: 0,
+            depth: 32,
+            max_io: 8192,
+            max_in_capsule: 8192,
+            cntlid: 0,
+        }
+    }
+}
+
+/// How to connect at the RDMA level (for negative tests).
+#[derive(Debug, Clone, Default)]
+pub struct CmOverride {
+    /// Private data to send instead of the proper record.
+    pub private_data: Option<Vec<u8>>,
+    /// Responder resources to offer (default 16; 0 makes the target reject IRD).
+    pub responder_resources: Option<u8>,
+}
+
+const K_SEND: u64 = 1 << 60;
+const K_RECV: u64 = 2 << 60;
+const K_BIND: u64 = 3 << 60;
+const KIND: u64 = 0xF << 60;
+
+#[derive(Debug, Default)]
+struct Slot {
+    busy: bool,
+    cid: u16,
+    epoch: u16,
+    sent: bool,
+    done: Option<(Cqe, Option<u32>)>,
+    read_len: u32,
+    rkey: Option<u32>,
+    invalidate: bool,
+}
+
+/// A connected host queue.
+pub struct HostQueue {
+    ch: EventChannel,
+    id: CmId,
+    qp: Qp,
+    _pd: Pd,
+    cq: Cq,
+    opts: QueueOpts,
+    /// CRQSIZE from the accept.
+    pub crqsize: u16,
+    cmd: IoBuf,
+    cmd_mr: Mr,
+    cap_size: usize,
+    rsp: IoBuf,
+    rsp_mr: Mr,
+    data: IoBuf,
+    data_mr: Mr,
+    mws: Vec<Mw>,
+    slots: Vec<Slot>,
+    free: Vec<usize>,
+    disconnected: bool,
+    /// Completions that arrived for no outstanding command (protocol errors).
+    pub stray: Vec<Cqe>,
+    wcs: [WorkCompletion; 32],
+}
+
+fn next_event(ch: &EventChannel, deadline: Instant) -> Result<fabric::CmEvent, HostError> {
+    loop {
+        if let Some(e) = ch.get_event().map_err(|e| HostError::Cm(e.to_string()))? {
+            return Ok(e);
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(HostError::Timeout("connection-manager event".into()));
+        }
+        let _ = fabric::wait_readable(ch.fd(), left.min(Duration::from_millis(50)));
+    }
+}
+
+impl HostQueue {
+    /// Connects a queue to `to` from `src`.
+    pub fn connect(
+        fabric: &Fabric,
+        src: Option<SocketAddr>,
+        to: SocketAddr,
+        opts: QueueOpts,
+        cm: &CmOverride,
+    ) -> Result<HostQueue, HostError> {
+        let cm_err = |what: &str, e: fabric::FabricError| HostError::Cm(format!("{what}: {e}"));
+        let deadline = Instant::now() + TIMEOUT;
+        let ch = fabric
+            .create_event_channel()
+            .map_err(|e| cm_err("event channel", e))?;
+        let id = ch.create_id().map_err(|e| cm_err("create_id", e))?;
+        id.resolve_addr(src, to, 3000)
+            .map_err(|e| cm_err("resolve_addr", e))?;
+        let e = next_event(&ch, deadline)?;
+        if !matches!(e.kind, CmEventKind::AddrResolved) {
+            return Err(HostError::Cm(format!("resolve: {:?}", e.kind)));
+        }
+        let dev = id.device().ok_or(HostError::Cm("no device".into()))?;
+        let pd = dev.alloc_pd().map_err(|e| cm_err("alloc_pd", e))?;
+        let depth = usize::from(opts.depth.max(1));
+        let cq = dev
+            .create_cq((depth * 4 + 16) as u32, None)
+            .map_err(|e| cm_err("create_cq", e))?;
+        let qp = id
+            .create_qp(&QpInit {
+                pd: &pd,
+                send_cq: &cq,
+                recv_cq: &cq,
+                srq: None,
+                cap: QpCap {
+                    max_send_wr: (depth * 3 + 4) as u32,
+                    max_recv_wr: (depth + 1) as u32,
+                    max_send_sge: 2,
+                    max_recv_sge: 1,
+                    max_inline_data: 0,
+                },
+                sq_sig_all: false,
+            })
+            .map_err(|e| cm_err("create_qp", e))?;
+        id.resolve_route(3000)
+            .map_err(|e| cm_err("resolve_route", e))?;
+        let e = next_event(&ch, deadline)?;
+        if !matches!(e.kind, CmEventKind::RouteResolved) {
+            return Err(HostError::Cm(format!("route: {:?}", e.kind)));
+        }
+        let reg = |len: usize, a: Access| -> Result<(IoBuf, Mr), HostError> {
+            let b = IoBuf::alloc(len.max(64)).map_err(|e| HostError::Cm(e.to_string()))?;
+            let mr = pd
+                .register(b.region(), a)
+                .map_err(|e| cm_err("register", e))?;
+            Ok((b, mr))
+        };
+        let cap_size = 64 + opts.max_in_capsule;
+        let (cmd, cmd_mr) = reg(depth * cap_size, Access::LOCAL_WRITE)?;
+        let (rsp, rsp_mr) = reg(depth * 16, Access::LOCAL_WRITE)?;
+        let (data, data_mr) = reg(
+            depth * opts.max_io,
+            Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE | Access::MW_BIND,
+        )?;
+        let mut mws = Vec::with_capacity(depth);
+        for _ in 0..depth {
+            mws.push(pd.alloc_mw().map_err(|e| cm_err("alloc_mw", e))?);
+        }
+        // The host's receives for responses: 16 bytes each, like Linux.
+        let wrs: Vec<RecvWr> = (0..depth)
+            .map(|i| {
+                RecvWr::new(
+                    K_RECV | i as u64,
+                    SgeList::one(rsp_mr.sge(rsp.addr() + (i * 16) as u64, 16)),
+                )
+            })
+            .collect();
+        qp.post_recv(wrs.iter())
+            .map_err(|e| HostError::Cm(format!("post_recv: {e}")))?;
+        let record = ConnectRequestData {
+            recfmt: 0,
+            qid: opts.qid,
+            hrqsize: opts.depth,
+            hsqsize: opts.depth - 1,
+            cntlid: opts.cntlid,
+        }
+        .encode();
+        let pdata = cm.private_data.clone().unwrap_or_else(|| record.to_vec());
+        id.connect(&ConnParam {
+            private_data: &pdata,
+            responder_resources: cm.responder_resources.unwrap_or(16),
+            initiator_depth: 0,
+            retry_count: 7,
+            rnr_retry_count: 7,
+        })
+        .map_err(|e| cm_err("connect", e))?;
+        let e = next_event(&ch, deadline)?;
+        let crqsize = match e.kind {
+            CmEventKind::Established { private_data, .. } => {
+                decode_accept(&private_data).unwrap_or(0)
+            }
+            CmEventKind::Rejected { private_data } => {
+                return Err(HostError::Rejected(RejectStatus::decode(&private_data)));
+            }
+            other => return Err(HostError::Cm(format!("connect: {other:?}"))),
+        };
+        Ok(HostQueue {
+            ch,
+            id,
+            qp,
+            _pd: pd,
+            cq,
+            opts,
+            crqsize,
+            cmd,
+            cmd_mr,
+            cap_size,
+            rsp,
+            rsp_mr,
+            data,
+            data_mr,
+            mws,
+            slots: (0..depth).map(|_| Slot::default()).collect(),
+            free: (0..depth).rev().collect(),
+            disconnected: false,
+            stray: Vec::new(),
+            wcs: [WorkCompletion::default(); 32],
+        })
+    }
+
+    /// Queue id.
+    pub fn qid(&self) -> u16 {
+        self.opts.qid
+    }
+
+    /// Entries.
+    pub fn depth(&self) -> u16 {
+        self.opts.depth
+    }
+
+    /// Commands outstanding.
+    pub fn outstanding(&self) -> usize {
+        self.slots.len() - self.free.len()
+    }
+
+    /// Whether the target disconnected (or we did).
+    pub fn is_disconnected(&self) -> bool {
+        self.disconnected
+    }
+
+    /// Sends a command; returns its CID. The SQE's CID is replaced.
+    pub fn submit(&mut self, mut sqe: Sqe, data: Data<'_>) -> Result<u16, HostError> {
+        if self.disconnected {
+            return Err(HostError::Disconnected);
+        }
+        let Some(i) = self.free.pop() else {
+            return Err(HostError::Full);
+        };
+        let max_io = self.opts.max_io;
+        let slot = &mut self.slots[i];
+        slot.epoch = (slot.epoch + 1) & 0xF;
+        // Like Linux: the upper bits of the CID are a per-tag generation.
+        let cid = (i as u16) | slot.epoch << 12;
+        slot.busy = true;
+        slot.cid = cid;
+        slot.sent = false;
+        slot.done = None;
+        slot.read_len = 0;
+        slot.rkey = None;
+        slot.invalidate = false;
+        sqe.set_cid(cid);
+        let data_addr = self.data.addr() + (i * max_io) as u64;
+        let mut capsule_extra: &[u8] = &[];
+        let keyed = |len: usize, invalidate: bool, slot: &mut Slot| -> Result<u32, HostError> {
+            if len > max_io {
+                return Err(HostError::Protocol(format!(
+                    "{len} bytes > max_io {max_io}"
+                )));
+            }
+            let key = if invalidate {
+                self.qp
+                    .post_bind_mw(&BindMw {
+                        wr_id: K_BIND | i as u64,
+                        signaled: false,
+                        mw: &self.mws[i],
+                        mr: &self.data_mr,
+                        addr: data_addr,
+                        length: len.max(1) as u64,
+                        access: Access::REMOTE_READ | Access::REMOTE_WRITE,
+                    })
+                    .map_err(|e| HostError::Protocol(format!("bind_mw: {e}")))?
+            } else {
+                self.data_mr.rkey()
+            };
+            slot.rkey = Some(key);
+            slot.invalidate = invalidate;
+            Ok(key)
+        };
+        match data {
+            Data::None => {
+                sqe.set_sgl1(SglDescriptor::null_keyed());
+            }
+            Data::InCapsule(bytes) => {
+                sqe.set_sgl1(SglDescriptor::in_capsule(0, bytes.len() as u32));
+                capsule_extra = bytes;
+            }
+            Data::KeyedWrite { bytes, invalidate } => {
+                let key = keyed(bytes.len(), invalidate, slot)?;
+                let off = i * max_io;
+                self.data.as_mut_slice()[off..off + bytes.len()].copy_from_slice(bytes);
+                sqe.set_sgl1(SglDescriptor::keyed(
+                    data_addr,
+                    bytes.len() as u32,
+                    key,
+                    invalidate,
+                ));
+            }
+            Data::KeyedRead { len, invalidate } => {
+                let key = keyed(len as usize, invalidate, slot)?;
+                let off = i * max_io;
+                // Poison, so that bytes the target did not write show.
+                self.data.as_mut_slice()[off..off + len as usize].fill(0xE5);
+                slot.read_len = len;
+                sqe.set_sgl1(SglDescriptor::keyed(data_addr, len, key, invalidate));
+            }
+            Data::Raw { sgl, capsule } => {
+                sqe.set_sgl1(sgl);
+                capsule_extra = capsule;
+            }
+        }
+        if capsule_extra.len() > self.opts.max_in_capsule {
+            return Err(HostError::Protocol("in-capsule data too large".into()));
+        }
+        let off = i * self.cap_size;
+        let buf = self.cmd.as_mut_slice();
+        buf[off..off + 64].copy_from_slice(sqe.as_bytes());
+        buf[off + 64..off + 64 + capsule_extra.len()].copy_from_slice(capsule_extra);
+        let len = 64 + capsule_extra.len();
+        let wr = SendWr::send(
+            K_SEND | i as u64,
+            SgeList::one(self.cmd_mr.sge(self.cmd.addr() + off as u64, len as u32)),
+        );
+        self.qp
+            .post_send([&wr])
+            .map_err(|e| HostError::Protocol(format!("post_send: {e}")))?;
+        Ok(cid)
+    }
+
+    fn slot_of(&self, cid: u16) -> Option<usize> {
+        let i = usize::from(cid & 0x0FFF);
+        self.slots
+            .get(i)
+            .filter(|s| s.busy && s.cid == cid)
+            .map(|_| i)
+    }
+
+    /// Handles completions and connection events; returns how many completions.
+    pub fn poll(&mut self) -> Result<usize, HostError> {
+        while let Ok(Some(e)) = self.ch.get_event() {
+            if matches!(e.kind, CmEventKind::Disconnected) {
+                self.disconnected = true;
+            }
+        }
+        let n = self.cq.poll(&mut self.wcs);
+        for k in 0..n {
+            let wc = self.wcs[k];
+            let i = (wc.wr_id & 0xFFFF) as usize;
+            match wc.wr_id & KIND {
+                K_SEND => {
+                    if !wc.status.is_success() {
+                        self.disconnected = true;
+                        if wc.status != WcStatus::WrFlushErr {
+                            return Err(HostError::Wc(wc.status));
+                        }
+                    }
+                    if let Some(s) = self.slots.get_mut(i) {
+                        s.sent = true;
+                    }
+                }
+                K_BIND if !wc.status.is_success() && wc.status != WcStatus::WrFlushErr => {
+                    return Err(HostError::Protocol(format!(
+                        "memory window bind failed: {:?} (not invalidated by the target?)",
+                        wc.status
+                    )));
+                }
+                K_RECV => {
+                    if !wc.status.is_success() {
+                        self.disconnected = true;
+                        if wc.status != WcStatus::WrFlushErr {
+                            return Err(HostError::Wc(wc.status));
+                        }
+                        continue;
+                    }
+                    if wc.byte_len != 16 {
+                        return Err(HostError::Protocol(format!(
+                            "response of {} bytes (16 expected)",
+                            wc.byte_len
+                        )));
+                    }
+                    let cqe = Cqe::decode(&self.rsp.as_slice()[i * 16..i * 16 + 16])
+                        .ok_or(HostError::Protocol("short CQE".into()))?;
+                    self.qp
+                        .post_recv([&RecvWr::new(
+                            K_RECV | i as u64,
+                            SgeList::one(self.rsp_mr.sge(self.rsp.addr() + (i * 16) as u64, 16)),
+                        )])
+                        .map_err(|e| HostError::Protocol(format!("repost: {e}")))?;
+                    match self.slot_of(cqe.cid) {
+                        Some(s) => {
+                            let slot = &mut self.slots[s];
+                            if let Some(k) = wc.invalidated_rkey
+                                && (slot.rkey != Some(k) || !slot.invalidate)
+                            {
+                                return Err(HostError::Protocol(format!(
+                                    "bogus remote invalidation of rkey {k:#x} for CID {:#x}",
+                                    cqe.cid
+                                )));
+                            }
+                            slot.done = Some((cqe, wc.invalidated_rkey));
+                        }
+                        None => self.stray.push(cqe),
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(n)
+    }
+
+    /// Whether the command `cid` has completed.
+    pub fn is_done(&self, cid: u16) -> bool {
+        self.slot_of(cid)
+            .is_some_and(|i| self.slots[i].done.is_some())
+    }
+
+    /// Takes the completion of `cid` if it has arrived.
+    pub fn take(&mut self, cid: u16) -> Option<Completion> {
+        let i = self.slot_of(cid)?;
+        let (cqe, invalidated) = self.slots[i].done?;
+        let s = &mut self.slots[i];
+        let off = i * self.opts.max_io;
+        let data = self.data.as_slice()[off..off + s.read_len as usize].to_vec();
+        s.busy = false;
+        self.free.push(i);
+        Some(Completion {
+            cqe,
+            data,
+            invalidated,
+        })
+    }
+
+    /// Waits for the completion of `cid`.
+    pub fn wait(&mut self, cid: u16) -> Result<Completion, HostError> {
+        self.wait_for(cid, TIMEOUT)
+    }
+
+    /// Waits up to `timeout` for the completion of `cid`.
+    pub fn wait_for(&mut self, cid: u16, timeout: Duration) -> Result<Completion, HostError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(c) = self.take(cid) {
+                return Ok(c);
+            }
+            if self.slot_of(cid).is_none() {
+                return Err(HostError::Protocol(format!(
+                    "CID {cid:#x} is not outstanding"
+                )));
+            }
+            if self.disconnected {
+                return Err(HostError::Disconnected);
+            }
+            if self.poll()? == 0 {
+                if Instant::now() >= deadline {
+                    return Err(HostError::Timeout(format!("completion of CID {cid:#x}")));
+                }
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+
+    /// Sends one command and waits for it.
+    pub fn cmd(&mut self, sqe: Sqe, data: Data<'_>) -> Result<Completion, HostError> {
+        let cid = self.submit(sqe, data)?;
+        self.wait(cid)
+    }
+
+    /// Disconnects at the RDMA level (what Linux does to delete a queue).
+    pub fn disconnect(&mut self) {
+        if !self.disconnected {
+            let _ = self.id.disconnect();
+            self.disconnected = true;
+        }
+    }
+
+    /// Waits until the target disconnects this queue (or `timeout` passes).
+    pub fn wait_disconnected(&mut self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !self.disconnected && Instant::now() < deadline {
+            if let Err(HostError::Wc(_)) = self.poll() {
+                self.disconnected = true;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.disconnected
+    }
+
+    /// Sends `bytes` as a capsule without tracking a command (malformed-capsule tests; the
+    /// bytes go through the first command slot's buffer, so keep nothing outstanding).
+    pub fn send_raw_capsule(&mut self, bytes: &[u8]) -> Result<(), HostError> {
+        let n = bytes.len().min(self.cmd.len());
+        self.cmd.as_mut_slice()[..n].copy_from_slice(&bytes[..n]);
+        let wr = SendWr::send(
+            K_SEND | 0xFFFF,
+            SgeList::one(self.cmd_mr.sge(self.cmd.addr(), n as u32)),
+        );
+        self.qp
+            .post_send([&wr])
+            .map_err(|e| HostError::Protocol(format!("post_send: {e}")))
+    }
+
+    /// The data region address of a slot (for hand-made SGLs in malformed-command tests) and
+    /// the registration's rkey.
+    pub fn raw_data_region(&self) -> (u64, u32) {
+        (self.data.addr(), self.data_mr.rkey())
+    }
+
+    /// The scatter entry for `len` bytes of the data region (tests only).
+    pub fn data_sge(&self, len: u32) -> Sge {
+        self.data_mr.sge(self.data.addr(), len)
+    }
+}
+
+impl Drop for HostQueue {
+    fn drop(&mut self) {
+        self.disconnect();
+    }
+}
