@@ -298,3 +298,30 @@ fn login_churn_leaves_nothing_behind() {
     assert_eq!(t["logins_accepted"], 40, "{t}");
     assert_eq!(t["logins_rejected"]["unable_to_associate"], 40, "{t}");
 }
+
+#[test]
+fn an_explicit_target_port_id_replaces_the_derived_one() {
+    let fx = SrpFixture::new(1, json!({}), 1, 1024);
+    let nqn = "nqn.2016-06.io.rtgt:explicit";
+    let mut p = target_core::target::SubsystemParams::new(nqn);
+    p.allow_any_host = true;
+    p.srp_port_id = Some((0x0002_c903_000e_8acd, 0x0002_c903_000e_8acd));
+    fx.t.rt.block_on(fx.t.target.create_subsystem(p)).unwrap();
+    fx.t.malloc("Explicit0", 1024, BS);
+    fx.t.add_ns(nqn, "Explicit0");
+    let addr = target_core::target::ListenAddr::new(
+        "SRP",
+        target_core::target::AdrFam::Ipv4,
+        rtgt_tests::TARGET_IP,
+        &fx.addr.port().to_string(),
+    );
+    fx.t.rt
+        .block_on(fx.t.target.add_listener(nqn, addr))
+        .unwrap();
+    let mut lp = fx.params(INI);
+    lp.target = PortId::from_halves(0x0002_c903_000e_8acd, 0x0002_c903_000e_8acd);
+    let mut i = fx.login_with(&lp).unwrap();
+    assert_eq!(i.read(0, 0, BS, 1, 0, Layout::Direct).unwrap().0.status, 0);
+    lp.target = transport_srp::port_id::derived_target_port_id(nqn);
+    assert_eq!(reason(fx.login_with(&lp)), 0x10003);
+}
