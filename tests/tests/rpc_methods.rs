@@ -1157,3 +1157,32 @@ fn rdma_transport_listeners_through_the_methods() {
         json!([])
     );
 }
+
+#[test]
+fn srp_port_ids_are_shown_set_and_saved() {
+    let r = Rig::runtime();
+    // Derived from the NQN when not given (the SRP transport's rule, in target-core).
+    r.ok("nvmf_create_subsystem", json!({"nqn": NQN}));
+    let g = target_core::target::derived_srp_guid(NQN);
+    let subs = r.ok("nvmf_get_subsystems", json!({"nqn": NQN}));
+    assert_eq!(subs[0]["srp_port_id"], format!("0x{g:016x}{g:016x}"));
+    // Set explicitly, in either form.
+    r.ok(
+        "nvmf_create_subsystem",
+        json!({"nqn": NQN2, "srp_port_id": "0002c903000e8acd:0002c903000e8acd"}),
+    );
+    let subs = r.ok("nvmf_get_subsystems", json!({"nqn": NQN2}));
+    assert_eq!(subs[0]["srp_port_id"], "0x0002c903000e8acd0002c903000e8acd");
+    let e = r.err(
+        "nvmf_create_subsystem",
+        json!({"nqn": "nqn.2016-06.io.spdk:cnode3", "srp_port_id": "not-hex"}),
+    );
+    assert_code(&e, -32602, "srp_port_id");
+    // save_config keeps the explicit one only.
+    let saved = r.save().to_string();
+    assert!(
+        saved.contains("\"srp_port_id\":\"0x0002c903000e8acd0002c903000e8acd\""),
+        "{saved}"
+    );
+    assert_eq!(saved.matches("srp_port_id").count(), 1, "{saved}");
+}

@@ -537,3 +537,27 @@ fn an_initiator_overrunning_its_credits_is_answered_busy_and_others_are_served()
     assert_eq!(bad.req_lim, 16 - busy);
     assert_eq!(c["state"], "live");
 }
+
+#[test]
+fn verified_io_under_send_queue_and_buffer_pressure() {
+    // 12 send slots for requests and 20 data buffers of 64 KiB: most commands wait for one or
+    // the other, in order, and all of them complete with the right data.
+    let fx = SrpFixture::new(1, json!({"sq_size": 16, "num_shared_buffers": 20}), 2, 8192);
+    let mut p = fx.params(INI);
+    p.data_size = 64 * SLOT;
+    let mut i = fx.login_with(&p).unwrap();
+    assert_eq!(fx.qpairs()[0]["credits"], 128);
+    for (k, qd) in [8usize, 32, 64].into_iter().enumerate() {
+        verify_at(&mut i, qd, 50 + k as u64);
+    }
+    let s = fx.stats();
+    let srp = &s["poll_groups"][0]["transports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["trtype"] == "SRP")
+        .unwrap()
+        .clone();
+    assert_eq!(srp["waiting_for_buffers"], 0, "{srp}");
+    assert_eq!(srp["devices"][0]["free_data_buffers"], 20, "{srp}");
+}

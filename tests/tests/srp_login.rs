@@ -268,3 +268,60 @@ fn malformed_login_private_data_is_rejected() {
     assert_eq!(s["logins_rejected"]["no_reason"], 1, "{s}");
     assert_eq!(s["logins_accepted"], 1, "{s}");
 }
+
+#[test]
+fn login_churn_leaves_nothing_behind() {
+    // Many initiators logging in and out, and many rejected logins: the nexus table, the
+    // sessions and the counters return to empty (ib_srpt keeps a nexus per initiator ever
+    // seen; this target does not).
+    let fx = SrpFixture::new(2, json!({}), 1, 1024);
+    for n in 0..40u64 {
+        let mut i = fx.login(0x1000 + n);
+        assert_eq!(i.read(0, 0, BS, 1, 0, Layout::Direct).unwrap().0.status, 0);
+        if n % 2 == 0 {
+            i.logout().unwrap();
+            assert!(i.wait_disconnected(Duration::from_secs(10)));
+        }
+        drop(i);
+        let mut p = fx.params(0x9000 + n);
+        p.target = PortId::from_halves(n, n);
+        assert_eq!(reason(fx.login_with(&p)), 0x10003);
+    }
+    fx.wait_until("every channel released", |f| f.qpairs().is_empty());
+    assert!(fx.controllers().is_empty());
+    let t = fx.t.target.transport("SRP").unwrap().1.stats();
+    assert_eq!(
+        (t["channels"].as_u64(), t["sessions"].as_u64()),
+        (Some(0), Some(0)),
+        "{t}"
+    );
+    assert_eq!(t["logins_accepted"], 40, "{t}");
+    assert_eq!(t["logins_rejected"]["unable_to_associate"], 40, "{t}");
+}
+
+#[test]
+fn an_explicit_target_port_id_replaces_the_derived_one() {
+    let fx = SrpFixture::new(1, json!({}), 1, 1024);
+    let nqn = "nqn.2016-06.io.rtgt:explicit";
+    let mut p = target_core::target::SubsystemParams::new(nqn);
+    p.allow_any_host = true;
+    p.srp_port_id = Some((0x0002_c903_000e_8acd, 0x0002_c903_000e_8acd));
+    fx.t.rt.block_on(fx.t.target.create_subsystem(p)).unwrap();
+    fx.t.malloc("Explicit0", 1024, BS);
+    fx.t.add_ns(nqn, "Explicit0");
+    let addr = target_core::target::ListenAddr::new(
+        "SRP",
+        target_core::target::AdrFam::Ipv4,
+        rtgt_tests::TARGET_IP,
+        &fx.addr.port().to_string(),
+    );
+    fx.t.rt
+        .block_on(fx.t.target.add_listener(nqn, addr))
+        .unwrap();
+    let mut lp = fx.params(INI);
+    lp.target = PortId::from_halves(0x0002_c903_000e_8acd, 0x0002_c903_000e_8acd);
+    let mut i = fx.login_with(&lp).unwrap();
+    assert_eq!(i.read(0, 0, BS, 1, 0, Layout::Direct).unwrap().0.status, 0);
+    lp.target = transport_srp::port_id::derived_target_port_id(nqn);
+    assert_eq!(reason(fx.login_with(&lp)), 0x10003);
+}

@@ -7,8 +7,9 @@
 //! 0..8) followed by `ioc_guid` (bytes 8..16), the two values an initiator passes to ib_srp's
 //! `add_target` (`id_ext=…,ioc_guid=…,dest=IP:PORT`).
 //!
-//! - **Set explicitly** with the subsystem's `srp_port_id` (`SubsystemConfig::srp_port_id`,
-//!   given at creation, e.g. `nvmf_create_subsystem … "srp_port_id": "0x<32 hex digits>"`;
+//! - **Set explicitly** with the subsystem's `srp_port_id` (`SubsystemConfig::srp_port_id`),
+//!   given at creation: `nvmf_create_subsystem` takes an optional `srp_port_id`, either
+//!   `"0x<32 hex digits>"` or `"<id_ext>:<ioc_guid>"` (16 hex digits each;
 //!   [`parse_target_port_id`] reads the accepted forms).
 //! - **Derived** otherwise, from the NQN alone, so it is stable across restarts and identical
 //!   on every target that exports the same NQN: `G = 0x02 << 56 | (FNV-1a-64(NQN) & (2^56 - 1))`
@@ -26,6 +27,9 @@
 //! - the initiator's IP address as RDMA CM reports the peer.
 //!
 //! Comparisons ignore case. Sessions are listed with the canonical `0x…` form.
+//!
+//! `nvmf_get_subsystems` shows every NVM subsystem's effective `srp_port_id` (explicit or
+//! derived), and `save_config` keeps an explicit one.
 
 use std::net::IpAddr;
 
@@ -37,14 +41,10 @@ pub fn derived_target_port_id(nqn: &str) -> PortId {
     PortId::from_halves(g, g)
 }
 
-/// The 64-bit GUID derived from an NQN: `id_ext` and `ioc_guid` of the derived port id.
+/// The 64-bit GUID derived from an NQN: `id_ext` and `ioc_guid` of the derived port id
+/// ([`target_core::target::derived_srp_guid`], which management shows too).
 pub fn derived_guid(nqn: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in nqn.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    (0x02u64 << 56) | (h & 0x00ff_ffff_ffff_ffff)
+    target_core::target::derived_srp_guid(nqn)
 }
 
 /// The target port id of a subsystem: its explicit `srp_port_id`, or the one derived from its
@@ -66,17 +66,6 @@ pub fn login_string(port: &PortId, dest: &str) -> String {
     )
 }
 
-fn parse_hex_u64(s: &str) -> Option<u64> {
-    let s = s
-        .strip_prefix("0x")
-        .or_else(|| s.strip_prefix("0X"))
-        .unwrap_or(s);
-    if s.is_empty() || s.len() > 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    u64::from_str_radix(s, 16).ok()
-}
-
 /// Parses a 16-byte port id written as `0x` + up to 32 hex digits (left-padded with zeros, as
 /// LIO does), or the digits alone.
 pub fn parse_port_id(s: &str) -> Option<PortId> {
@@ -94,14 +83,10 @@ pub fn parse_port_id(s: &str) -> Option<PortId> {
 
 /// Parses a target port id as an operator writes it: `0x` + 32 hex digits, or
 /// `id_ext:ioc_guid` / `id_ext,ioc_guid` with two values of up to 16 hex digits each
-/// (optionally `0x`-prefixed). Returns `(id_ext, ioc_guid)`.
+/// (optionally `0x`-prefixed). Returns `(id_ext, ioc_guid)`
+/// ([`target_core::target::parse_srp_port_id`]).
 pub fn parse_target_port_id(s: &str) -> Option<(u64, u64)> {
-    let t = s.trim();
-    if let Some((a, b)) = t.split_once([':', ',']) {
-        return Some((parse_hex_u64(a.trim())?, parse_hex_u64(b.trim())?));
-    }
-    let p = parse_port_id(t)?;
-    Some((p.hi(), p.lo()))
+    target_core::target::parse_srp_port_id(s)
 }
 
 /// The GUID form of an initiator port id's low half: `xxxx:xxxx:xxxx:xxxx`.

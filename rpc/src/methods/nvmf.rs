@@ -15,7 +15,7 @@ use target_core::reactor::parse_cpumask;
 use target_core::registry::TransportParams;
 use target_core::target::{
     AdrFam, CoreError, DISCOVERY_NQN, ListenAddr, NsParams, Subsystem, SubsystemParams,
-    SubsystemType, validate_ascii_field, validate_nqn,
+    SubsystemType, format_srp_port_id, parse_srp_port_id, validate_ascii_field, validate_nqn,
 };
 
 use super::{
@@ -135,6 +135,9 @@ struct CreateSubsystem {
     passthrough: bool,
     #[serde(default)]
     enable_nssr: bool,
+    /// rtgt: the SRP target port id (`0x` + 32 hex digits, or `id_ext:ioc_guid`); derived
+    /// from the NQN when absent.
+    srp_port_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -422,6 +425,14 @@ async fn create_subsystem(a: CreateSubsystem, ctx: Arc<Rtgt>) -> RpcResult<bool>
         )));
     }
     let mut p = SubsystemParams::new(&a.nqn);
+    if let Some(id) = &a.srp_port_id {
+        p.srp_port_id = Some(parse_srp_port_id(id).ok_or_else(|| {
+            RpcError::invalid_params(format!(
+                "Invalid srp_port_id '{}' (0x + 32 hex digits, or id_ext:ioc_guid)",
+                id.escape_default()
+            ))
+        })?);
+    }
     p.serial = a.serial_number;
     p.model = a.model_number;
     p.max_namespaces = a.max_namespaces;
@@ -499,6 +510,10 @@ pub(crate) fn subsystem_json(ctx: &Rtgt, sub: &Subsystem) -> Value {
         let x = ctx.extras(sub.nqn());
         o.insert("serial_number".into(), json!(c.serial));
         o.insert("model_number".into(), json!(c.model));
+        o.insert(
+            "srp_port_id".into(),
+            json!(format_srp_port_id(sub.srp_port_id())),
+        );
         if let Some(l) = &x.admin_label {
             o.insert("admin_label".into(), json!(l));
         }
@@ -1004,6 +1019,9 @@ pub(crate) fn nvmf_config(ctx: &Rtgt, with_batches: bool) -> Vec<Value> {
         p.insert("enable_nssr".into(), json!(x.enable_nssr));
         if let Some(l) = &x.admin_label {
             p.insert("admin_label".into(), json!(l));
+        }
+        if let Some(id) = c.srp_port_id {
+            p.insert("srp_port_id".into(), json!(format_srp_port_id(id)));
         }
         creates.push(json!({"method": "nvmf_create_subsystem", "params": p}));
         for h in &c.hosts {

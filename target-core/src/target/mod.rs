@@ -26,7 +26,7 @@ pub use state::{PauseScope, SubsystemState};
 pub use subsystem::{
     AdrFam, ControllerInfo, DEFAULT_MAX_NAMESPACES, DEFAULT_MODEL, DEFAULT_SERIAL, DISCOVERY_NQN,
     ListenAddr, MAX_LISTENERS, Namespace, Subsystem, SubsystemConfig, SubsystemType,
-    validate_ascii_field, validate_nqn,
+    derived_srp_guid, format_srp_port_id, parse_srp_port_id, validate_ascii_field, validate_nqn,
 };
 
 use crate::bdev::{BdevRegistry, Claim};

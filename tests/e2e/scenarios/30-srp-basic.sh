@@ -4,7 +4,8 @@
 # channels show in nvmf_subsystem_get_controllers / get_qpairs. Removing the remote port tears
 # the channels down on rtgt, and logging in again works. A login naming another target port id
 # is rejected (0x10003), and so is an initiator that is not an allowed host (0x10006) until it
-# is added under its initiator port id.
+# is added under its initiator port id. A second subsystem with an explicit srp_port_id shares
+# the listener (one RDMA CM listener per address) and is reached under that id.
 # e2e-timeout: 300
 
 NQN=nqn.2016-06.io.rtgt:srp-e2e
@@ -20,6 +21,9 @@ rtgt_rpc_ok nvmf_subsystem_add_listener "$(jq -nc --arg nqn "$NQN" --arg ip "$E2
 
 G=$(srp_port_guid "$NQN")
 SPEC=$(srp_login_spec "$NQN")
+assert_eq "$(rtgt_rpc_ok nvmf_get_subsystems "{\"nqn\":\"$NQN\"}" | jq -r '.[0].srp_port_id')" \
+  "0x$G$G" "srp_port_id of $NQN (derived from the NQN)"
+
 qpairs() { rtgt_rpc_ok nvmf_subsystem_get_qpairs "{\"nqn\":\"$NQN\"}"; }
 ctrls() { rtgt_rpc_ok nvmf_subsystem_get_controllers "{\"nqn\":\"$NQN\"}"; }
 no_channels() { [ "$(qpairs | jq length)" = 0 ]; }
@@ -54,18 +58,37 @@ wait_for 30 no_channels
 
 # --- a login naming another target port id ---
 expect_fail srp_add_target "id_ext=$G,ioc_guid=0123456789abcdef,dest=$E2E_IP:$RTGT_SRP_PORT"
+assert_contains "$(dmesg | tail -n 20)" "SRP LOGIN REJECTED, reason 0x00010003" "ib_srp's log"
 assert_eq "$(srp_hosts)" "" "SRP ports after a rejected login"
 assert_eq "$(qpairs | jq length)" 0 "channels after a rejected login"
 
 # --- allowed hosts hold initiator port ids ---
 rtgt_rpc_ok nvmf_subsystem_allow_any_host "{\"nqn\":\"$NQN\",\"allow_any_host\":false}" > /dev/null
 expect_fail srp_add_target "$SPEC"
+assert_contains "$(dmesg | tail -n 20)" "SRP LOGIN REJECTED, reason 0x00010006" "ib_srp's log"
 rtgt_rpc_ok nvmf_subsystem_add_host "{\"nqn\":\"$NQN\",\"host\":\"$IPORT\"}" > /dev/null
 dev=$(srp_login "$SPEC")
 fio_verify "$dev" 8M
-rejects=$(rtgt_rpc_ok nvmf_get_stats | jq -c '[.poll_groups[0].transports[] | select(.trtype == "SRP")]')
-log "SRP poll group stats: $rejects"
+log "SRP poll group stats: $(rtgt_rpc_ok nvmf_get_stats | jq -c '[.poll_groups[].transports[] | select(.trtype == "SRP")]')"
 srp_logout_all
 wait_for 30 no_channels
+
+# --- an explicit target port id, on the same listener ---
+NQN2=nqn.2016-06.io.rtgt:srp-explicit
+X=0002c903000e8acd
+rtgt_rpc_ok bdev_malloc_create '{"name":"Malloc1","num_blocks":32768,"block_size":512}' > /dev/null
+rtgt_rpc_ok nvmf_create_subsystem \
+  "{\"nqn\":\"$NQN2\",\"allow_any_host\":true,\"srp_port_id\":\"$X:$X\"}" > /dev/null
+assert_eq "$(rtgt_rpc_ok nvmf_get_subsystems "{\"nqn\":\"$NQN2\"}" | jq -r '.[0].srp_port_id')" \
+  "0x$X$X" "explicit srp_port_id"
+rtgt_rpc_ok nvmf_subsystem_add_ns \
+  "{\"nqn\":\"$NQN2\",\"namespace\":{\"bdev_name\":\"Malloc1\"}}" > /dev/null
+rtgt_rpc_ok nvmf_subsystem_add_listener "$(jq -nc --arg nqn "$NQN2" --arg ip "$E2E_IP" \
+  --arg port "$RTGT_SRP_PORT" \
+  '{nqn:$nqn, listen_address:{trtype:"SRP", adrfam:"IPv4", traddr:$ip, trsvcid:$port}}')" > /dev/null
+dev=$(srp_login "id_ext=$X,ioc_guid=$X,dest=$E2E_IP:$RTGT_SRP_PORT")
+assert_eq "$(blockdev --getsize64 "$dev")" $((16 << 20)) "size of $dev"
+fio_verify "$dev" 8M
+srp_logout_all
 
 stop_rtgt

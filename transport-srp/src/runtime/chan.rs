@@ -14,7 +14,7 @@ use fabric::{
 };
 use serde_json::{Value, json};
 use target_core::scsi::ScsiStatus;
-use target_core::target::{ControllerInfo, ListenAddr, PgCore, Subsystem};
+use target_core::target::{ControllerInfo, ListenAddr, PgCore, Subsystem, SubsystemState};
 
 use super::req::Req;
 use super::{RecvRef, SrpPg, kind, pack};
@@ -248,6 +248,26 @@ impl SrpPg {
         nc: NewChannel,
     ) -> Result<(), (Option<CmId>, RejectReason, String)> {
         let res = RejectReason::InsufficientResources;
+        // The subsystem may have started going away since the acceptor looked. Its state is
+        // set before the deactivation reaches the poll groups, and this runs on the poll
+        // group's reactor in one go: either we see it here, or the deactivation comes after
+        // the channel exists and closes it.
+        let alive = matches!(
+            nc.sub.state(),
+            SubsystemState::Active
+                | SubsystemState::Pausing
+                | SubsystemState::Paused
+                | SubsystemState::Resuming
+        ) && core
+            .subsystem(nc.sub.id())
+            .is_some_and(|s| Arc::ptr_eq(s, &nc.sub));
+        if !alive {
+            return Err((
+                Some(nc.id),
+                res,
+                format!("subsystem {} is not active", nc.sub.nqn()),
+            ));
+        }
         let o = self.shared.opts.clone();
         let entry = self.chans.vacant_entry();
         let Ok(key) = u16::try_from(entry.key()) else {
@@ -888,7 +908,9 @@ impl SrpPg {
         };
         c.sq_used = c.sq_used.saturating_sub(1);
         c.spare_free.push(slot);
-        if !wc.status.is_success() {
+        if wc.status.is_success() {
+            self.wake_sq(core, key);
+        } else {
             if wc.status != WcStatus::WrFlushErr {
                 tracing::warn!("SRP channel {}: send failed: {:?}", c.gid, wc.status);
             }

@@ -1089,7 +1089,7 @@ impl SrpPg {
     }
 
     /// Send slots were freed: requests that waited for them go on.
-    fn wake_sq(&mut self, core: &mut PgCore, key: u16) {
+    pub(super) fn wake_sq(&mut self, core: &mut PgCore, key: u16) {
         loop {
             let Some(c) = self.chans.get_mut(key as usize) else {
                 return;
