@@ -68,6 +68,11 @@ pub struct ServeArgs {
     #[arg(long = "cores", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
     cores: Option<u16>,
 
+    /// Microseconds a reactor polls without finding work before it sleeps on its fds
+    /// (adaptive polling); 0 sleeps at once, `none` never sleeps. Default 200.
+    #[arg(long = "idle-sleep-us", value_name = "US|none")]
+    idle_sleep_us: Option<String>,
+
     /// Log level: error, warning, notice, info, debug or trace.
     #[arg(long = "log-level", default_value = "notice")]
     log_level: String,
@@ -131,11 +136,22 @@ pub fn run(args: ServeArgs) -> ExitCode {
 }
 
 fn reactor_config(args: &ServeArgs) -> Result<ReactorConfig, String> {
-    match (args.cores, &args.cpumask) {
-        (Some(n), _) => Ok(ReactorConfig::with_count(usize::from(n))),
-        (None, Some(mask)) => ReactorConfig::from_cpumask(mask),
-        (None, None) => ReactorConfig::from_cpumask("0x1"),
+    let mut cfg = match (args.cores, &args.cpumask) {
+        (Some(n), _) => ReactorConfig::with_count(usize::from(n)),
+        (None, Some(mask)) => ReactorConfig::from_cpumask(mask)?,
+        (None, None) => ReactorConfig::from_cpumask("0x1")?,
+    };
+    match args.idle_sleep_us.as_deref() {
+        None => {}
+        Some("none") => cfg.idle_sleep_after = None,
+        Some(us) => {
+            let us: u64 = us.parse().map_err(|_| {
+                format!("--idle-sleep-us: '{us}' is not a number of microseconds or 'none'")
+            })?;
+            cfg.idle_sleep_after = Some(std::time::Duration::from_micros(us));
+        }
     }
+    Ok(cfg)
 }
 
 fn provider(kind: FabricKind) -> Provider {

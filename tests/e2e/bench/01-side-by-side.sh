@@ -6,16 +6,22 @@
 #
 # Environment: BENCH_RUNTIME (s per fio job, default 10), BENCH_SIZE_MIB (backing size, 1024),
 # BENCH_RTGT_MASK (rtgt's reactors, 0x1: on a 2-vCPU guest a second polling reactor would take
-# the CPU the initiator and soft-RoCE need), BENCH_PARTS ("nvme srp").
+# the CPU the initiator and soft-RoCE need), BENCH_RTGT_ARGS (more `rtgt serve` options, e.g.
+# "--idle-sleep-us 20"), BENCH_PARTS ("nvme srp"). Each job also records the guest's CPU use
+# (all vCPUs, from /proc/stat; 100 = one vCPU) and, for rtgt, the daemon's own.
 # e2e-timeout: 1200
 
 RUNTIME=${BENCH_RUNTIME:-10}
 SIZE=${BENCH_SIZE_MIB:-1024}
 MASK=${BENCH_RTGT_MASK:-0x1}
+RTGT_ARGS=${BENCH_RTGT_ARGS:-}
 PARTS=${BENCH_PARTS:-nvme srp}
 OUT=$E2E_LOGDIR/side-by-side.json
 NQN=nqn.2016-06.io.rtgt:bench
 echo '{}' > "$OUT"
+
+cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+rtgt_ticks() { if rtgt_alive; then awk '{ print $14 + $15 }' "/proc/$RTGT_PID/stat"; else echo 0; fi; }
 
 # bench_jobs DEV LABEL: the two fio jobs on DEV; records them under LABEL in $OUT.
 bench_jobs() {
@@ -24,24 +30,35 @@ bench_jobs() {
            "seqread-128k-qd16:--rw=read --bs=128k --iodepth=16"; do
     local name=${j%%:*} opts=${j#*:} f
     f=$E2E_LOGDIR/$label-$name.json
+    local c0 r0 c1 r1 t0 t1
+    read -r c0 t0 < <(cpu_ticks); r0=$(rtgt_ticks); s0=$(date +%s.%N)
     # shellcheck disable=SC2086
     fio_json "$label-$name" --name="$name" --filename="$dev" --direct=1 --ioengine=libaio \
       $opts --time_based --runtime="$RUNTIME" --ramp_time=2 --numjobs=1 \
       || fail "fio $name on $label ($dev) failed"
+    read -r c1 t1 < <(cpu_ticks); r1=$(rtgt_ticks); s1=$(date +%s.%N)
+    local gcpu tcpu ncpu hz
+    ncpu=$(nproc); hz=$(getconf CLK_TCK 2> /dev/null || echo 100)
+    gcpu=$(awk -v a="$c0" -v b="$c1" -v x="$t0" -v y="$t1" -v n="$ncpu" \
+      'BEGIN { printf "%.1f", (b - a) / (y - x) * n * 100 }')
+    tcpu=$(awk -v a="$r0" -v b="$r1" -v hz="$hz" -v s="$s0" -v e="$s1" \
+      'BEGIN { printf "%.1f", (b - a) / hz / (e - s) * 100 }')
     jq -e '.jobs[0].error == 0' "$f" > /dev/null || fail "fio $name on $label reported errors"
     jq --arg l "$label" --arg n "$name" --slurpfile r "$f" \
       '.[$l][$n] = {iops: $r[0].jobs[0].read.iops, mib_s: ($r[0].jobs[0].read.bw / 1024),
                     lat_us_mean: ($r[0].jobs[0].read.lat_ns.mean / 1000),
                     lat_us_p99: ($r[0].jobs[0].read.clat_ns.percentile["99.000000"] / 1000),
-                    usr_cpu: $r[0].jobs[0].usr_cpu, sys_cpu: $r[0].jobs[0].sys_cpu}' \
+                    usr_cpu: $r[0].jobs[0].usr_cpu, sys_cpu: $r[0].jobs[0].sys_cpu,
+                    guest_cpu_percent: '"$gcpu"', rtgt_cpu_percent: '"$tcpu"'}' \
       "$OUT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"
     log "$label $name: $(jq -r --arg l "$label" --arg n "$name" \
-      '.[$l][$n] | "\(.iops | floor) IOPS, \(.mib_s | floor) MiB/s, mean \(.lat_us_mean | floor) us"' "$OUT")"
+      '.[$l][$n] | "\(.iops | floor) IOPS, \(.mib_s | floor) MiB/s, mean \(.lat_us_mean | floor) us, guest CPU \(.guest_cpu_percent)%, rtgt \(.rtgt_cpu_percent)%"' "$OUT")"
   done
 }
 
 rtgt_common() { # TRTYPE PORT
-  start_rtgt -m "$MASK"
+  # shellcheck disable=SC2086
+  start_rtgt -m "$MASK" $RTGT_ARGS
   rtgt_rpc_ok nvmf_create_transport "{\"trtype\":\"$1\"}" > /dev/null
   rtgt_rpc_ok bdev_null_create \
     "{\"name\":\"Null0\",\"num_blocks\":$((SIZE * 2048)),\"block_size\":512}" > /dev/null
@@ -92,6 +109,7 @@ jq '. as $r
              mib_s: ($r[$x.a][.].mib_s / $r[$x.b][.].mib_s)}}) | from_entries)})
         | from_entries)
     | .conditions = {runtime_s: '"$RUNTIME"', size_mib: '"$SIZE"', rtgt_cpumask: "'"$MASK"'",
+                     rtgt_args: "'"$RTGT_ARGS"'",
                      vcpus: '"$(nproc)"', kernel: "'"$(uname -r)"'"}' \
   "$OUT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"
 log "ratios rtgt/kernel: $(jq -c '.ratios' "$OUT")"

@@ -86,6 +86,10 @@ pub(super) struct Chan {
     pub sq_depth: u32,
     pub sq_used: u32,
     pub sq_wait: VecDeque<(u16, u16)>,
+    /// Send work requests of this poll, posted together by [`SrpPg::flush_sends`] (one
+    /// doorbell per channel per poll; on soft-RoCE a doorbell is a system call).
+    pub send_batch: Vec<SendWr>,
+    pub batched: bool,
     pub reqs: Vec<Req>,
     pub req_free: Vec<u16>,
     spare_free: Vec<u16>,
@@ -397,6 +401,8 @@ impl SrpPg {
             sq_depth,
             sq_used: 0,
             sq_wait: VecDeque::with_capacity(nreq as usize),
+            send_batch: Vec::with_capacity(sq_depth.min(128) as usize),
+            batched: false,
             reqs: (0..nreq).map(|_| Req::new()).collect(),
             req_free: (0..nreq as u16).rev().collect(),
             spare_free: (0..SPARES).collect(),
@@ -598,6 +604,10 @@ impl SrpPg {
                     self.check_recvs_drained(core, key);
                 }
                 Action::QpToError => {
+                    self.flush_chan(core, key);
+                    let Some(c) = self.chans.get_mut(key as usize) else {
+                        continue;
+                    };
                     c.qp_error = true;
                     if let Some(qp) = c.qp.as_ref()
                         && let Err(e) = qp.modify_to_error()
@@ -607,6 +617,11 @@ impl SrpPg {
                     self.check_recvs_drained(core, key);
                 }
                 Action::PostSqMarker => {
+                    // The marker goes after everything batched.
+                    self.flush_chan(core, key);
+                    let Some(c) = self.chans.get_mut(key as usize) else {
+                        continue;
+                    };
                     let wr =
                         SendWr::rdma_write(pack(kind::MARKER, key, 0, 0), SgeList::new(), 0, 0);
                     let ok = c.qp.as_ref().is_some_and(|qp| qp.post_send([&wr]).is_ok());

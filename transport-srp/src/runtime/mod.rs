@@ -192,6 +192,8 @@ pub struct SrpPg {
     abort_seq: u64,
     wcs: Vec<WorkCompletion>,
     wrs: Vec<SendWr>,
+    /// Channels with work requests batched for the next doorbell ([`SrpPg::flush_sends`]).
+    dirty: Vec<u16>,
     scratch: Vec<u8>,
     serial: u16,
     closing: usize,
@@ -224,6 +226,7 @@ impl SrpPg {
             abort_seq: 0,
             wcs: vec![WorkCompletion::default(); 64],
             wrs: Vec::with_capacity(256),
+            dirty: Vec::with_capacity(64),
             scratch: vec![0; 64 << 10],
             serial: 0,
             closing: 0,
@@ -421,10 +424,12 @@ impl TransportPollGroup for SrpPg {
         if self.closing > 0 {
             self.check_deadlines(core);
         }
+        self.flush_sends(core);
         n
     }
 
     fn arm(&mut self, core: &mut PgCore) -> bool {
+        self.flush_sends(core);
         for d in &mut self.devs {
             for c in &d.cqs {
                 if let Err(e) = c.cq.req_notify(false) {
@@ -439,6 +444,7 @@ impl TransportPollGroup for SrpPg {
 
     fn resume_request(&mut self, core: &mut PgCore, token: u64) {
         self.resume(core, token);
+        self.flush_sends(core);
     }
 
     fn disconnect_subsystem(&mut self, core: &mut PgCore, subsystem: u32) {

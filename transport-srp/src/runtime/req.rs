@@ -638,28 +638,78 @@ impl SrpPg {
         }
     }
 
-    /// Posts `self.wrs` for a request (`n` work requests), accounting send slots.
+    /// Queues `self.wrs` for a request (`n` work requests) on its channel's batch, accounting
+    /// send slots; [`SrpPg::flush_sends`] posts the batch at the end of the poll.
     fn post(&mut self, core: &mut PgCore, key: u16, slot: u16, n: u32) {
         let c = &mut self.chans[key as usize];
+        if c.qp.is_none() {
+            tracing::warn!("SRP channel {}: no queue pair to post on", c.gid);
+            let r = &mut c.reqs[slot as usize];
+            r.aborted = true;
+            let out = c.sm.handle(Event::CompletionError);
+            self.run(core, key, out);
+            self.maybe_finish_aborted(core, key, slot);
+            return;
+        }
+        c.send_batch.extend_from_slice(&self.wrs);
+        c.sq_used += n;
+        c.reqs[slot as usize].sq_wrs += n;
+        if !c.batched {
+            c.batched = true;
+            self.dirty.push(key);
+        }
+    }
+
+    /// Posts every channel's batched send work requests.
+    pub(super) fn flush_sends(&mut self, core: &mut PgCore) {
+        while let Some(key) = self.dirty.pop() {
+            self.flush_chan(core, key);
+        }
+    }
+
+    /// Posts one channel's batch. Work requests the adapter refused are taken back from
+    /// their requests' accounts, and those requests fail as a refused post did before.
+    pub(super) fn flush_chan(&mut self, core: &mut PgCore, key: u16) {
+        let Some(c) = self.chans.get_mut(key as usize) else {
+            return;
+        };
+        c.batched = false;
+        if c.send_batch.is_empty() {
+            return;
+        }
         let res = match c.qp.as_ref() {
-            Some(qp) => qp.post_send(self.wrs.iter()),
+            Some(qp) => qp.post_send(c.send_batch.iter()),
             None => Err(fabric::PostError {
                 posted: 0,
                 kind: fabric::PostErrorKind::InvalidState,
             }),
         };
-        let posted = match res {
-            Ok(()) => n,
-            Err(e) => {
-                tracing::warn!("SRP channel {}: {e}", c.gid);
-                e.posted as u32
-            }
+        let Err(e) = res else {
+            c.send_batch.clear();
+            return;
         };
-        c.sq_used += posted;
-        let r = &mut c.reqs[slot as usize];
-        r.sq_wrs += posted;
-        if posted < n {
-            r.aborted = true;
+        tracing::warn!("SRP channel {}: {e}", c.gid);
+        // A failure is rare: collecting the failed requests may allocate.
+        let mut failed: Vec<u16> = Vec::new();
+        for wr in &c.send_batch[e.posted.min(c.send_batch.len())..] {
+            let (k, _, slot, serial) = super::unpack(wr.wr_id);
+            c.sq_used = c.sq_used.saturating_sub(1);
+            if k == super::kind::REQ
+                && let Some(r) = c.reqs.get_mut(slot as usize)
+                && r.serial == serial
+            {
+                r.sq_wrs = r.sq_wrs.saturating_sub(1);
+                if !failed.contains(&slot) {
+                    failed.push(slot);
+                }
+            }
+        }
+        c.send_batch.clear();
+        for slot in failed {
+            let Some(c) = self.chans.get_mut(key as usize) else {
+                return;
+            };
+            c.reqs[slot as usize].aborted = true;
             let out = c.sm.handle(Event::CompletionError);
             self.run(core, key, out);
             self.maybe_finish_aborted(core, key, slot);
