@@ -1,16 +1,20 @@
 # Side by side, one guest, one run: fio 4K random read at QD32 and 128K sequential read against
 # (a) rtgt NVMe/RDMA on a null bdev and the Linux nvmet-rdma target on null_blk, and (b) rtgt
 # SRP on a null bdev and LIO ib_srpt on rd_nullio, all over soft-RoCE (rxe0) with the guest's
-# own kernel initiators. Every figure and the ratio rtgt/kernel are logged and written to
-# side-by-side.json. A benchmark, not a test: it fails only when a run cannot be made.
+# own kernel initiators. The guest is emulated (TCG) on a shared host, so its speed drifts: the
+# targets take turns, BENCH_ROUNDS times (kernel first in odd rounds, rtgt first in even ones),
+# and each figure is the median of its rounds. Every run, the medians and the ratios
+# rtgt/kernel are logged and written to side-by-side.json. A benchmark, not a test: it fails
+# only when a run cannot be made.
 #
-# Environment: BENCH_RUNTIME (s per fio job, default 10), BENCH_SIZE_MIB (backing size, 1024),
+# Environment: BENCH_ROUNDS (default 3), BENCH_RUNTIME (s per fio job, default 10), BENCH_SIZE_MIB (backing size, 1024),
 # BENCH_RTGT_MASK (rtgt's reactors, 0x1: on a 2-vCPU guest a second polling reactor would take
 # the CPU the initiator and soft-RoCE need), BENCH_RTGT_ARGS (more `rtgt serve` options, e.g.
 # "--idle-sleep-us 20"), BENCH_PARTS ("nvme srp"). Each job also records the guest's CPU use
 # (all vCPUs, from /proc/stat; 100 = one vCPU) and, for rtgt, the daemon's own.
 # e2e-timeout: 1200
 
+ROUNDS=${BENCH_ROUNDS:-3}
 RUNTIME=${BENCH_RUNTIME:-10}
 SIZE=${BENCH_SIZE_MIB:-1024}
 MASK=${BENCH_RTGT_MASK:-0x1}
@@ -23,20 +27,20 @@ echo '{}' > "$OUT"
 cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
 rtgt_ticks() { if rtgt_alive; then awk '{ print $14 + $15 }' "/proc/$RTGT_PID/stat"; else echo 0; fi; }
 
-# bench_jobs DEV LABEL: the two fio jobs on DEV; records them under LABEL in $OUT.
+# bench_jobs DEV LABEL ROUND: the two fio jobs on DEV; appends them to LABEL's runs in $OUT.
 bench_jobs() {
-  local dev=$1 label=$2 j
+  local dev=$1 label=$2 round=$3 j
   for j in "randread-4k-qd32:--rw=randread --bs=4k --iodepth=32" \
            "seqread-128k-qd16:--rw=read --bs=128k --iodepth=16"; do
     local name=${j%%:*} opts=${j#*:} f
-    f=$E2E_LOGDIR/$label-$name.json
+    f=$E2E_LOGDIR/$label-$name-$round.json
     local c0 r0 c1 r1 t0 t1
-    read -r c0 t0 < <(cpu_ticks); r0=$(rtgt_ticks); s0=$(date +%s.%N)
+    read -r c0 t0 <<< "$(cpu_ticks)"; r0=$(rtgt_ticks); s0=$(date +%s.%N)
     # shellcheck disable=SC2086
-    fio_json "$label-$name" --name="$name" --filename="$dev" --direct=1 --ioengine=libaio \
+    fio_json "$label-$name-$round" --name="$name" --filename="$dev" --direct=1 --ioengine=libaio \
       $opts --time_based --runtime="$RUNTIME" --ramp_time=2 --numjobs=1 \
       || fail "fio $name on $label ($dev) failed"
-    read -r c1 t1 < <(cpu_ticks); r1=$(rtgt_ticks); s1=$(date +%s.%N)
+    read -r c1 t1 <<< "$(cpu_ticks)"; r1=$(rtgt_ticks); s1=$(date +%s.%N)
     local gcpu tcpu ncpu hz
     ncpu=$(nproc); hz=$(getconf CLK_TCK 2> /dev/null || echo 100)
     gcpu=$(awk -v a="$c0" -v b="$c1" -v x="$t0" -v y="$t1" -v n="$ncpu" \
@@ -45,14 +49,14 @@ bench_jobs() {
       'BEGIN { printf "%.1f", (b - a) / hz / (e - s) * 100 }')
     jq -e '.jobs[0].error == 0' "$f" > /dev/null || fail "fio $name on $label reported errors"
     jq --arg l "$label" --arg n "$name" --slurpfile r "$f" \
-      '.[$l][$n] = {iops: $r[0].jobs[0].read.iops, mib_s: ($r[0].jobs[0].read.bw / 1024),
+      '.[$l][$n].runs += [{iops: $r[0].jobs[0].read.iops, mib_s: ($r[0].jobs[0].read.bw / 1024),
                     lat_us_mean: ($r[0].jobs[0].read.lat_ns.mean / 1000),
                     lat_us_p99: ($r[0].jobs[0].read.clat_ns.percentile["99.000000"] / 1000),
                     usr_cpu: $r[0].jobs[0].usr_cpu, sys_cpu: $r[0].jobs[0].sys_cpu,
-                    guest_cpu_percent: '"$gcpu"', rtgt_cpu_percent: '"$tcpu"'}' \
+                    guest_cpu_percent: '"$gcpu"', rtgt_cpu_percent: '"$tcpu"'}]' \
       "$OUT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"
-    log "$label $name: $(jq -r --arg l "$label" --arg n "$name" \
-      '.[$l][$n] | "\(.iops | floor) IOPS, \(.mib_s | floor) MiB/s, mean \(.lat_us_mean | floor) us, guest CPU \(.guest_cpu_percent)%, rtgt \(.rtgt_cpu_percent)%"' "$OUT")"
+    log "round $round $label $name: $(jq -r --arg l "$label" --arg n "$name" \
+      '.[$l][$n].runs[-1] | "\(.iops | floor) IOPS, \(.mib_s | floor) MiB/s, mean \(.lat_us_mean | floor) us, guest CPU \(.guest_cpu_percent)%, rtgt \(.rtgt_cpu_percent)%"' "$OUT")"
   done
 }
 
@@ -71,33 +75,58 @@ rtgt_common() { # TRTYPE PORT
     > /dev/null
 }
 
-if [[ " $PARTS " == *" nvme "* ]]; then
+kernel_nvme() {
   nvmet_peer_setup -b null -s "$SIZE"
+  local dev
   dev=$(nvme_connect "$NVMET_PEER_NQN" "$E2E_IP" "$NVMET_PEER_PORT")
-  bench_jobs "$dev" kernel-nvmet
+  bench_jobs "$dev" kernel-nvmet "$1"
   nvme_disconnect "$NVMET_PEER_NQN"
   nvmet_peer_teardown
-
+}
+rtgt_nvme() {
   rtgt_common RDMA "$RTGT_NVME_PORT"
+  local dev
   dev=$(nvme_connect "$NQN")
-  bench_jobs "$dev" rtgt-nvme
+  bench_jobs "$dev" rtgt-nvme "$1"
   nvme_disconnect "$NQN"
   stop_rtgt
-fi
-
-if [[ " $PARTS " == *" srp "* ]]; then
+}
+kernel_srp() {
   srpt_peer_setup -b null -s "$SIZE"
+  local dev
   dev=$(srp_login "$SRPT_PEER_TARGET")
-  bench_jobs "$dev" kernel-srpt
+  bench_jobs "$dev" kernel-srpt "$1"
   srp_logout_all
   srpt_peer_teardown
-
+}
+rtgt_srp() {
   rtgt_common SRP "$RTGT_SRP_PORT"
+  local dev
   dev=$(srp_login "$(srp_login_spec "$NQN")")
-  bench_jobs "$dev" rtgt-srp
+  bench_jobs "$dev" rtgt-srp "$1"
   srp_logout_all
   stop_rtgt
-fi
+}
+
+for round in $(seq 1 "$ROUNDS"); do
+  for part in $PARTS; do
+    if [ $((round % 2)) = 1 ]; then
+      "kernel_$part" "$round"; "rtgt_$part" "$round"
+    else
+      "rtgt_$part" "$round"; "kernel_$part" "$round"
+    fi
+  done
+done
+
+# Medians of the rounds.
+jq 'def median: sort | if length % 2 == 1 then .[length / 2 | floor]
+                       else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+    with_entries(.value |= with_entries(.value |= (. + (
+      .runs as $r | {iops: ($r | map(.iops) | median), mib_s: ($r | map(.mib_s) | median),
+        lat_us_mean: ($r | map(.lat_us_mean) | median), lat_us_p99: ($r | map(.lat_us_p99) | median),
+        guest_cpu_percent: ($r | map(.guest_cpu_percent) | median),
+        rtgt_cpu_percent: ($r | map(.rtgt_cpu_percent) | median)}))))' \
+  "$OUT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"
 
 # Ratios rtgt / kernel.
 jq '. as $r
@@ -108,7 +137,7 @@ jq '. as $r
             {iops: ($r[$x.a][.].iops / $r[$x.b][.].iops),
              mib_s: ($r[$x.a][.].mib_s / $r[$x.b][.].mib_s)}}) | from_entries)})
         | from_entries)
-    | .conditions = {runtime_s: '"$RUNTIME"', size_mib: '"$SIZE"', rtgt_cpumask: "'"$MASK"'",
+    | .conditions = {rounds: '"$ROUNDS"', runtime_s: '"$RUNTIME"', size_mib: '"$SIZE"', rtgt_cpumask: "'"$MASK"'",
                      rtgt_args: "'"$RTGT_ARGS"'",
                      vcpus: '"$(nproc)"', kernel: "'"$(uname -r)"'"}' \
   "$OUT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"
