@@ -9,8 +9,11 @@
 #
 # Environment: BENCH_ROUNDS (default 3), BENCH_RUNTIME (s per fio job, default 10), BENCH_SIZE_MIB (backing size, 1024),
 # BENCH_RTGT_MASK (rtgt's reactors, 0x1: on a 2-vCPU guest a second polling reactor would take
-# the CPU the initiator and soft-RoCE need), BENCH_RTGT_ARGS (more `rtgt serve` options, e.g.
-# "--idle-sleep-us 20"), BENCH_PARTS ("nvme srp"). Each job also records the guest's CPU use
+# the CPU the initiator and soft-RoCE need), BENCH_RTGT_ARGS (more `rtgt serve` options;
+# default "--idle-sleep-us 0": a reactor sleeps as soon as a poll finds nothing, since on two
+# vCPUs shared with fio, the kernel initiator and soft-RoCE, polling takes the CPU they need,
+# and the kernel targets do not poll either; set it to "" for rtgt's default 200 us),
+# BENCH_PARTS ("nvme srp"). Each job also records the guest's CPU use
 # (all vCPUs, from /proc/stat; 100 = one vCPU) and, for rtgt, the daemon's own.
 # e2e-timeout: 1200
 
@@ -18,7 +21,7 @@ ROUNDS=${BENCH_ROUNDS:-3}
 RUNTIME=${BENCH_RUNTIME:-10}
 SIZE=${BENCH_SIZE_MIB:-1024}
 MASK=${BENCH_RTGT_MASK:-0x1}
-RTGT_ARGS=${BENCH_RTGT_ARGS:-}
+RTGT_ARGS=${BENCH_RTGT_ARGS---idle-sleep-us 0}
 PARTS=${BENCH_PARTS:-nvme srp}
 OUT=$E2E_LOGDIR/side-by-side.json
 NQN=nqn.2016-06.io.rtgt:bench
