@@ -12,15 +12,25 @@ use crate::{Args, BdevKind, HostResult, Pattern, WindowResult, cpu, phase};
 
 const NQN: &str = "nqn.2016-06.io.rtgt:bench";
 
-/// Starts the target with the options of `a` (shared with the SRP run).
-pub fn target(a: &Args, transport: &str) -> Result<(TestTarget, u64), String> {
+/// Starts the target with the options of `a` (shared with the SRP run); `defaults` are
+/// transport options used where `--transport-opts` does not set them.
+pub fn target(
+    a: &Args,
+    transport: &str,
+    defaults: serde_json::Value,
+) -> Result<(TestTarget, u64), String> {
     let mut cfg = ReactorConfig::with_count(a.reactors);
     if a.no_idle_sleep {
         cfg.idle_sleep_after = None;
     }
     let t = TestTarget::start_with(cfg);
-    let opts: serde_json::Value =
+    let mut opts: serde_json::Value =
         serde_json::from_str(&a.transport_opts).map_err(|e| format!("--transport-opts: {e}"))?;
+    if let (Some(o), serde_json::Value::Object(d)) = (opts.as_object_mut(), defaults) {
+        for (k, v) in d {
+            o.entry(k).or_insert(v);
+        }
+    }
     t.transport(transport, opts);
     let blocks = (a.size_mib << 20) / u64::from(a.block_size);
     match a.bdev {
@@ -34,7 +44,7 @@ pub fn target(a: &Args, transport: &str) -> Result<(TestTarget, u64), String> {
 
 /// Runs the benchmark.
 pub fn run(a: &Args) -> Result<(HostResult, WindowResult), String> {
-    let (t, dev_blocks) = target(a, "RDMA")?;
+    let (t, dev_blocks) = target(a, "RDMA", serde_json::json!({}))?;
     t.listen(NQN, "RDMA", 4420);
     let mut o = rtgt_tests::nvme_host::ConnectOpts::new(NQN, HOSTNQN);
     o.src = Some(HOST_IP.parse().expect("ip"));

@@ -17,7 +17,9 @@ const TAGS: usize = 4096;
 
 /// Runs the benchmark.
 pub fn run(a: &Args) -> Result<(HostResult, WindowResult), String> {
-    let (t, dev_blocks) = target(a, "SRP")?;
+    // The initiator keeps a credit in reserve: the channel needs one more than --qd.
+    let depth = (a.qd as u64 + 1).clamp(128, 4096);
+    let (t, dev_blocks) = target(a, "SRP", serde_json::json!({ "max_queue_depth": depth }))?;
     t.listen(NQN, "SRP", PORT);
     let addr = SocketAddr::new(TARGET_IP.parse().expect("ip"), PORT);
     let port = transport_srp::port_id::derived_target_port_id(NQN);
