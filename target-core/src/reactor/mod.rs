@@ -635,8 +635,27 @@ impl Reactor {
         let mut last_busy = Instant::now();
         let mut iter_start = last_busy;
         let mut next_fd_check = last_busy + FD_CHECK_INTERVAL;
+        // Whether the previous iteration did work; it is accounted at the start of the next
+        // one, so that an iteration reads the clock once (on a guest whose clocksource is not
+        // the TSC, every read is a system call).
+        let mut prev_work: Option<bool> = None;
         loop {
-            self.ctx.now = Instant::now();
+            let now = Instant::now();
+            if let Some(w) = prev_work {
+                let stats = &shared.slots[self.ctx.index].stats;
+                // Includes the sleep that followed an idle iteration.
+                let spent = now.saturating_duration_since(iter_start).as_nanos() as u64;
+                // This thread is the only writer: plain stores, no locked read-modify-writes.
+                bump(&stats.iterations, 1);
+                if w {
+                    bump(&stats.busy_iterations, 1);
+                    bump(&stats.busy_ns, spent);
+                } else {
+                    bump(&stats.idle_ns, spent);
+                }
+            }
+            iter_start = now;
+            self.ctx.now = now;
             let mut work = self.run_messages(batch);
             self.apply_ops();
             for p in self.pollers.iter_mut() {
@@ -645,7 +664,6 @@ impl Reactor {
                 }
             }
             self.apply_ops();
-            let now = self.ctx.now;
             if now >= next_fd_check {
                 next_fd_check = now + FD_CHECK_INTERVAL;
                 self.check_timed_fds(now);
@@ -661,19 +679,9 @@ impl Reactor {
                 }
             }
             self.apply_ops();
-
-            let end = Instant::now();
-            let stats = &shared.slots[self.ctx.index].stats;
-            let spent = end.duration_since(iter_start).as_nanos() as u64;
-            iter_start = end;
-            // This thread is the only writer: plain stores, no locked read-modify-writes.
-            bump(&stats.iterations, 1);
+            prev_work = Some(work > 0);
             if work > 0 {
-                bump(&stats.busy_iterations, 1);
-                bump(&stats.busy_ns, spent);
-                last_busy = end;
-            } else {
-                bump(&stats.idle_ns, spent);
+                last_busy = now;
             }
 
             if shared.stopping.load(Ordering::Acquire) {
@@ -684,10 +692,9 @@ impl Reactor {
             }
             if work == 0
                 && let Some(after) = idle_after
-                && end.duration_since(last_busy) >= after
+                && now.saturating_duration_since(last_busy) >= after
             {
                 self.sleep();
-                iter_start = Instant::now();
             }
         }
         // Drop per-reactor state (poll groups, channels) on this thread.
@@ -800,17 +807,20 @@ impl Reactor {
             slot.sleeping.store(false, Ordering::SeqCst);
             return;
         }
-        let now = Instant::now();
-        // Timed pollers with a wake-up fd wake us through it, not through their period.
+        // Timed pollers with a wake-up fd wake us through it, not through their period. The
+        // clock is read only when some timed poller has no fd.
+        let mut now: Option<Instant> = None;
         let timeout = self
             .pollers
             .iter()
             .filter(|p| p.period.is_some() && p.fd.is_none())
-            .map(|p| p.next_due.saturating_duration_since(now))
+            .map(|p| {
+                p.next_due
+                    .saturating_duration_since(*now.get_or_insert_with(Instant::now))
+            })
             .min();
         slot.stats.in_interrupt.store(true, Ordering::Relaxed);
-        slot.stats.sleeps.fetch_add(1, Ordering::Relaxed);
-        let started = Instant::now();
+        bump(&slot.stats.sleeps, 1);
         let ready = match self.epoll.wait(&mut self.events, timeout) {
             Ok(n) => n,
             Err(e) => {
@@ -818,20 +828,24 @@ impl Reactor {
                 0
             }
         };
-        // A timed poller whose fd is ready runs now rather than at its next period.
-        let now = Instant::now();
+        // A timed poller whose fd is ready runs in the next iteration rather than at its next
+        // period (the loop time of the iteration before the sleep is in the past).
+        let mut woken = false;
         for ev in &self.events[..ready] {
             let token = ev.u64;
-            if let Some(p) = self.pollers.iter_mut().find(|p| p.id.0 == token) {
-                p.next_due = now;
+            if token == WAKE_TOKEN {
+                woken = true;
+            } else if let Some(p) = self.pollers.iter_mut().find(|p| p.id.0 == token) {
+                p.next_due = self.ctx.now;
             }
         }
         slot.sleeping.store(false, Ordering::SeqCst);
         slot.stats.in_interrupt.store(false, Ordering::Relaxed);
-        slot.stats
-            .idle_ns
-            .fetch_add(started.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        slot.wake.drain();
+        // The sleep's time is accounted as idle by the loop. The message eventfd is reset only
+        // when it woke us: one system call less per wake-up by a completion.
+        if woken {
+            slot.wake.drain();
+        }
     }
 }
 
