@@ -9,7 +9,8 @@
 #
 # Environment: BENCH_ROUNDS (default 3), BENCH_RUNTIME (s per fio job, default 10), BENCH_SIZE_MIB (backing size, 1024),
 # BENCH_RTGT_MASK (rtgt's reactors, 0x1: on a 2-vCPU guest a second polling reactor would take
-# the CPU the initiator and soft-RoCE need), BENCH_RTGT_ARGS (more `rtgt serve` options;
+# the CPU the initiator and soft-RoCE need; empty: no -m, e.g. with "--cores 1" in
+# BENCH_RTGT_ARGS for an unpinned reactor), BENCH_RTGT_ARGS (more `rtgt serve` options;
 # default "--idle-sleep-us 0": a reactor sleeps as soon as a poll finds nothing, since on two
 # vCPUs shared with fio, the kernel initiator and soft-RoCE, polling takes the CPU they need,
 # and the kernel targets do not poll either; set it to "" for rtgt's default 200 us),
@@ -20,7 +21,7 @@
 ROUNDS=${BENCH_ROUNDS:-3}
 RUNTIME=${BENCH_RUNTIME:-10}
 SIZE=${BENCH_SIZE_MIB:-1024}
-MASK=${BENCH_RTGT_MASK:-0x1}
+MASK=${BENCH_RTGT_MASK-0x1}
 RTGT_ARGS=${BENCH_RTGT_ARGS---idle-sleep-us 0}
 PARTS=${BENCH_PARTS:-nvme srp}
 OUT=$E2E_LOGDIR/side-by-side.json
@@ -65,7 +66,7 @@ bench_jobs() {
 
 rtgt_common() { # TRTYPE PORT
   # shellcheck disable=SC2086
-  start_rtgt -m "$MASK" $RTGT_ARGS
+  start_rtgt ${MASK:+-m "$MASK"} $RTGT_ARGS
   rtgt_rpc_ok nvmf_create_transport "{\"trtype\":\"$1\"}" > /dev/null
   rtgt_rpc_ok bdev_null_create \
     "{\"name\":\"Null0\",\"num_blocks\":$((SIZE * 2048)),\"block_size\":512}" > /dev/null
