@@ -5,7 +5,7 @@
 //!   to a live `rtgt serve`, captured by a Unix-socket proxy (one file per connection);
 //! - `seeds/captures/wire/*.bin`: NVMe/RDMA capsules, RDMA CM private data and SRP IUs the Linux
 //!   kernel initiators sent over soft-RoCE, extracted from a packet capture in the QEMU guest
-//!   (see `seeds/captures/README.md`);
+//!   (`seeds/captures/guest/`, extracted by `seeds/captures/extract.py`);
 //! - the command sequences the Linux host and ib_srp send (reference §8.2 and the srp
 //!   reference), built here with the same encoders the test initiators use, for what the
 //!   captures do not cover.
@@ -177,7 +177,8 @@ fn records(cmds: &[(Sqe, Vec<u8>)], with_flags: Option<u8>) -> Vec<u8> {
     v
 }
 
-fn nvme_seeds(o: &Out, wire: &[(Sqe, Vec<u8>)]) {
+fn nvme_seeds(o: &Out, w: &Wire) {
+    let wire = &w.nvme;
     // nvme_capsule: [selector][records].
     for (name, sel, cmds) in [
         ("linux-connect", 0u8, linux_admin_sequence(false)),
@@ -218,6 +219,23 @@ fn nvme_seeds(o: &Out, wire: &[(Sqe, Vec<u8>)]) {
     ));
     v.push(0x7F);
     o.put("fabrics_connect", "linux-discovery", &v);
+    // Captured: the admin Connect, then the I/O Connects after it.
+    if let Some((first, rest)) = w.connects.split_first() {
+        let mut v = first.clone();
+        v.push(0x1F);
+        for c in rest {
+            v.extend_from_slice(c);
+        }
+        o.put("fabrics_connect", "captured-linux", &v);
+    }
+    for (i, c) in w.cm.iter().enumerate() {
+        let mut v = Vec::new();
+        for x in [32u16, 128, 127] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v.extend_from_slice(c);
+        o.put("rdma_cm_data", &format!("captured-linux-{i}"), &v);
+    }
     // rdma_cm_data: [max admin][max io][max qid] + the private data Linux sends.
     for (name, rec) in [
         (
@@ -594,38 +612,55 @@ fn read_dir(dir: &Path) -> Vec<(String, Vec<u8>)> {
     v
 }
 
-/// Captured wire records: `nvme-*.bin` hold capsules (64-byte SQE + in-capsule data),
-/// `srp-iu-*.bin` SRP IUs, `srp-login-*.bin` login private data.
-fn wire_captures(dir: &Path) -> (Vec<(Sqe, Vec<u8>)>, Vec<Vec<u8>>, Vec<Vec<u8>>) {
-    let mut nvme = Vec::new();
-    let mut ius = Vec::new();
-    let mut logins = Vec::new();
+/// Captured wire records (see `captures/extract.py`).
+#[derive(Default)]
+struct Wire {
+    /// `nvme-*.bin`: capsules (64-byte SQE + in-capsule data).
+    nvme: Vec<(Sqe, Vec<u8>)>,
+    /// `connect-*.bin`: Connect SQE + 1024 bytes of data.
+    connects: Vec<Vec<u8>>,
+    /// `cm-*.bin`: NVMe/RDMA CM private data.
+    cm: Vec<Vec<u8>>,
+    /// `srp-iu-*.bin`: SRP IUs.
+    ius: Vec<Vec<u8>>,
+    /// `srp-login-*.bin`: SRP login private data.
+    logins: Vec<Vec<u8>>,
+}
+
+fn wire_captures(dir: &Path) -> Wire {
+    let mut w = Wire::default();
     for (name, b) in read_dir(dir) {
-        if name.starts_with("nvme-") {
+        if name.starts_with("connect-") {
+            w.connects.push(b);
+        } else if name.starts_with("cm-") {
+            w.cm.push(b);
+        } else if name.starts_with("nvme-") {
             if let Some(s) = Sqe::from_bytes(&b) {
-                nvme.push((s, b[64..].to_vec()));
+                w.nvme.push((s, b[64..].to_vec()));
             }
         } else if name.starts_with("srp-iu-") {
-            ius.push(b);
+            w.ius.push(b);
         } else if name.starts_with("srp-login-") {
-            logins.push(b);
+            w.logins.push(b);
         }
     }
-    (nvme, ius, logins)
+    w
 }
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("seeds");
     let o = Out { root: root.clone() };
-    let (nvme, ius, logins) = wire_captures(&root.join("captures/wire"));
-    nvme_seeds(&o, &nvme);
-    srp_seeds(&o, &ius, &logins);
+    let w = wire_captures(&root.join("captures/wire"));
+    nvme_seeds(&o, &w);
+    srp_seeds(&o, &w.ius, &w.logins);
     rpc_seeds(&o, &read_dir(&root.join("captures/rpc")));
     println!(
-        "seeds written to {} ({} captured capsules, {} IUs, {} logins)",
+        "seeds written to {} (captured: {} capsules, {} Connects, {} CM records, {} SRP IUs, {} logins)",
         root.display(),
-        nvme.len(),
-        ius.len(),
-        logins.len()
+        w.nvme.len(),
+        w.connects.len(),
+        w.cm.len(),
+        w.ius.len(),
+        w.logins.len()
     );
 }

@@ -245,6 +245,8 @@ impl SglPolicy {
 ///   more entries than MSDBD: Invalid Number of SGL Descriptors (0x0E); list outside the
 ///   received capsule: SGL Offset Invalid; non-keyed entries: SGL Descriptor Type Invalid.
 pub fn parse(sqe: &Sqe, in_capsule: &[u8], policy: &SglPolicy) -> Result<DataSgl, Status> {
+    tracing::trace!(target: crate::hex::WIRE_TARGET, kind = "nvme_capsule",
+                    sqe = %crate::hex::Hex(&sqe.0), data = %crate::hex::Hex(in_capsule));
     if sqe.psdt() == 3 {
         return Err(Status::INVALID_FIELD);
     }

@@ -757,9 +757,10 @@ impl SrpPg {
         let Some(c) = self.chans.get_mut(key as usize) else {
             return;
         };
-        let op = iu_bytes(&c.recv, c.rpad, srq_bufs(&self.devs, c.dev), r, len)
-            .first()
-            .copied();
+        let bytes = iu_bytes(&c.recv, c.rpad, srq_bufs(&self.devs, c.dev), r, len);
+        tracing::trace!(target: target_core::hex::WIRE_TARGET, kind = "srp_iu",
+                        data = %target_core::hex::Hex(bytes));
+        let op = bytes.first().copied();
         let kind = match op {
             Some(opcode::CMD) => IuKind::Cmd,
             Some(opcode::TSK_MGMT) => IuKind::TskMgmt,
