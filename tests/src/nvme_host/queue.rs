@@ -327,6 +327,11 @@ impl HostQueue {
         })
     }
 
+    /// The host's queue pair number (for fault hooks that match completions).
+    pub fn qp_num(&self) -> u32 {
+        self.qp.qp_num()
+    }
+
     /// Queue id.
     pub fn qid(&self) -> u16 {
         self.opts.qid
