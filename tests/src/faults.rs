@@ -276,7 +276,12 @@ impl SrpWitness {
     pub fn verify(&mut self) {
         use srp_initiator::{BS, Layout};
         self.round += 1;
-        let layout = [Layout::Direct, Layout::Indirect, Layout::Immediate][self.round as usize % 3];
+        let mut layout =
+            [Layout::Direct, Layout::Indirect, Layout::Immediate][self.round as usize % 3];
+        if layout == Layout::Immediate && !self.ini.immediate() {
+            // Declined at login (a shared receive queue): direct descriptors instead.
+            layout = Layout::Direct;
+        }
         for k in 0..4u32 {
             let d = srp_initiator::pattern(self.round * 16 + u64::from(k), 4096);
             let r = self

@@ -379,6 +379,11 @@ impl SrpInitiator {
         })
     }
 
+    /// The initiator's queue pair number (for fault hooks that match completions).
+    pub fn qp_num(&self) -> u32 {
+        self.qp.qp_num()
+    }
+
     /// Size of the initiator's data memory.
     pub fn mem_len(&self) -> usize {
         self.data.len()

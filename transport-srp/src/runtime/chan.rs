@@ -700,9 +700,12 @@ impl SrpPg {
             c.recv_idle.push(slot);
             if wc.status != WcStatus::WrFlushErr {
                 tracing::warn!("SRP channel {}: receive failed: {:?}", c.gid, wc.status);
-                let out = c.sm.handle(Event::CompletionError);
-                self.run(core, key, out);
             }
+            // A flush while the channel is live means the queue pair went to the error state
+            // by itself (a fatal adapter error): the state machine closes the channel then,
+            // and ignores flushes of a teardown it started.
+            let out = c.sm.handle(Event::CompletionError);
+            self.run(core, key, out);
             self.check_recvs_drained(core, key);
             return;
         }
