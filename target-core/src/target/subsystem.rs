@@ -268,9 +268,13 @@ impl SubsystemConfig {
         }
     }
 
-    /// Whether a host (NQN or SRP initiator port id) may connect.
+    /// Whether a host may connect: `allow_any_host`, or `host` is on the allow list, compared
+    /// byte for byte (host NQNs are case-sensitive, as in SPDK and the Linux target; an
+    /// allow list must not admit a host whose NQN merely differs in case). SRP matches an
+    /// initiator against the list's entries itself (`transport_srp::port_id::host_matches`:
+    /// several spellings name one initiator).
     pub fn host_allowed(&self, host: &str) -> bool {
-        self.allow_any_host || self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host))
+        self.allow_any_host || self.hosts.iter().any(|h| h == host)
     }
 }
 
