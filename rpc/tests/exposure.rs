@@ -49,3 +49,57 @@ async fn the_lock_file_never_follows_a_symbolic_link() {
     assert_ne!(mode, 0o600, "the victim's mode was changed");
     assert!(!sock.exists(), "a socket appeared anyway");
 }
+
+/// A table with one method whose answer is 1 MiB.
+fn big_table() -> rpc::MethodTable {
+    let mut m = rpc::Methods::new((), rpc::StateHandle::new(RpcState::Runtime));
+    m.register("big", rpc::StateMask::ANY, |_p, _: &()| {
+        Ok("b".repeat(1 << 20))
+    })
+    .unwrap();
+    m.build()
+}
+
+async fn exchange(sock: &std::path::Path, req: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut c = tokio::net::UnixStream::connect(sock).await.unwrap();
+    c.write_all(req).await.unwrap();
+    c.shutdown().await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(common::TIMEOUT, c.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+#[tokio::test]
+async fn small_requests_cannot_make_huge_answers() {
+    let dir = TempDir::new();
+    let sock = dir.sock();
+    let server = serve_unix(big_table(), &sock, UnixOptions::default())
+        .await
+        .unwrap();
+    let call = r#"{"jsonrpc":"2.0","method":"big","id":1}"#;
+    // 4 calls: a 4 MiB answer is fine.
+    let ok = exchange(&sock, format!("[{}]", [call; 4].join(",")).as_bytes()).await;
+    let v: serde_json::Value = serde_json::from_str(&ok).unwrap();
+    assert_eq!(v.as_array().map(Vec::len), Some(4));
+    // 40 calls (2 KiB of request): more than the 32 MiB response limit, one error instead.
+    let big = exchange(&sock, format!("[{}]", [call; 40].join(",")).as_bytes()).await;
+    assert_eq!(
+        big,
+        "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32603,\"message\":\"Batch response too large (limit 33554432 bytes)\"}}\n"
+    );
+    // More than SPDK's 8192 JSON values in one request: parse error, connection closed.
+    let many = exchange(
+        &sock,
+        format!("[{}]", vec![call; 1100].join(",")).as_bytes(),
+    )
+    .await;
+    assert_eq!(
+        many,
+        "{\"jsonrpc\":\"2.0\",\"id\":null,\"error\":{\"code\":-32700,\"message\":\"Parse error\"}}\n"
+    );
+    server.shutdown().await;
+}
