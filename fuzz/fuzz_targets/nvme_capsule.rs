@@ -139,7 +139,7 @@ fuzz_target!(|data: &[u8]| {
                 let _ = ctrl.cancel_aer(cid);
             }
         }
-        if steps % 8 == 0 {
+        if steps.is_multiple_of(8) {
             let _ = ctrl.ns_changed(&[1, 2]);
             let _ = ctrl.discovery_log_changed();
         }

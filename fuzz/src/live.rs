@@ -271,7 +271,7 @@ impl NvmfRig {
             .unwrap_or_else(|e| panic!("witness lost its data or its connection: {e}"));
         assert!(self.witness.admin.stray.is_empty() && self.witness.io[0].stray.is_empty());
         // Now and then, prove the fuzzed subsystem still serves a well-behaved host.
-        if self.runs % 64 == 0 {
+        if self.runs.is_multiple_of(64) {
             self.fuzzed = None;
             let c = self.fuzzed();
             let w = Workload {
@@ -389,7 +389,7 @@ impl SrpRig {
             .unwrap_or_else(|e| panic!("witness read failed: {e}"));
         assert_eq!(r.status, 0, "witness read: {r:?}");
         assert!(d == self.witness_data, "witness data corrupted");
-        if self.runs % 64 == 0 {
+        if self.runs.is_multiple_of(64) {
             self.fuzzed = None;
             let d = srp_initiator::pattern(self.runs, 4096);
             let i = self.fuzzed();

@@ -13,7 +13,9 @@
 //! figures.
 //!
 //! The soaks measure the whole process, so they run one at a time (a lock), in this binary of
-//! their own.
+//! their own. They take about 20 s in a debug build, so plain `cargo test` skips them (they
+//! are `#[ignore]`d); `scripts/test.sh soak` runs them:
+//! `cargo test -p rtgt-tests --test soak -- --ignored --nocapture`.
 
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -48,6 +50,7 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
 }
 
 #[test]
+#[ignore = "a soak: scripts/test.sh soak runs it (cargo test --test soak -- --ignored)"]
 fn nvme_connect_disconnect_1000_cycles() {
     let _one = lock();
     let e = NvmfEnv::new(2, small_rdma());
@@ -99,6 +102,7 @@ fn nvme_connect_disconnect_1000_cycles() {
 }
 
 #[test]
+#[ignore = "a soak: scripts/test.sh soak runs it (cargo test --test soak -- --ignored)"]
 fn srp_login_logout_1000_cycles() {
     let _one = lock();
     let fx = SrpFixture::new(2, json!({"num_shared_buffers": 32}), 1, 2048);
@@ -148,6 +152,7 @@ fn srp_login_logout_1000_cycles() {
 }
 
 #[test]
+#[ignore = "a soak: scripts/test.sh soak runs it (cargo test --test soak -- --ignored)"]
 fn subsystem_create_delete_1000_cycles() {
     let _one = lock();
     let e = NvmfEnv::new(2, small_rdma());
@@ -236,6 +241,7 @@ fn subsystem_create_delete_1000_cycles() {
 }
 
 #[test]
+#[ignore = "a soak: scripts/test.sh soak runs it (cargo test --test soak -- --ignored)"]
 fn pause_resume_100_cycles_under_verified_io() {
     let _one = lock();
     let e = NvmfEnv::new(2, json!({}));
