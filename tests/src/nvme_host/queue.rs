@@ -327,11 +327,6 @@ impl HostQueue {
         })
     }
 
-    /// The host's queue pair number (for fault hooks that match completions).
-    pub fn qp_num(&self) -> u32 {
-        self.qp.qp_num()
-    }
-
     /// Queue id.
     pub fn qid(&self) -> u16 {
         self.opts.qid
@@ -659,6 +654,11 @@ impl HostQueue {
     /// The scatter entry for `len` bytes of the data region (tests only).
     pub fn data_sge(&self, len: u32) -> Sge {
         self.data_mr.sge(self.data.addr(), len)
+    }
+
+    /// The host's queue pair number (for fault hooks that match completions).
+    pub fn qp_num(&self) -> u32 {
+        self.qp.qp_num()
     }
 }
 
