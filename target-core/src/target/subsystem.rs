@@ -524,6 +524,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_allow_list_compares_host_nqns_byte_for_byte() {
+        let h = "nqn.2014-08.org.nvmexpress:uuid:4c4c4544-0035-4b10-8044-b3c04f4e4433";
+        let mut c = SubsystemConfig {
+            serial: String::new(),
+            model: String::new(),
+            max_namespaces: 0,
+            allow_any_host: false,
+            hosts: vec![h.to_string()],
+            listeners: Vec::new(),
+            namespaces: BTreeMap::new(),
+            min_cntlid: 1,
+            max_cntlid: 0xFFEF,
+            ana_reporting: false,
+            srp_port_id: None,
+        };
+        assert!(c.host_allowed(h));
+        for other in [
+            h.to_uppercase(),
+            h.replace("4c4c4544", "4C4C4544"),
+            format!("{h} "),
+            format!("{h}x"),
+            h[..h.len() - 1].to_string(),
+        ] {
+            assert!(!c.host_allowed(&other), "{other} passes for {h}");
+        }
+        c.allow_any_host = true;
+        assert!(c.host_allowed("nqn.2014-08.org.nvmexpress:uuid:anyone"));
+    }
+
+    #[test]
     fn nqn_rules() {
         for ok in [
             "nqn.2016-06.io.spdk:cnode1",
