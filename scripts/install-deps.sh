@@ -29,6 +29,12 @@ if ! command -v cargo >/dev/null; then
   exit 1
 fi
 
+# The fuzz stage of scripts/test.sh (fuzz/run.sh) runs the targets with cargo-fuzz.
+if [ "${1:-}" != "--build-only" ] && ! command -v cargo-fuzz >/dev/null; then
+  echo "install-deps: installing cargo-fuzz"
+  cargo install --locked cargo-fuzz
+fi
+
 if [ "${1:-}" != "--build-only" ] && [ -f tests/python/requirements.txt ]; then
   python3 -m pip install -q -r tests/python/requirements.txt
 fi

@@ -372,7 +372,13 @@ async fn serve(
             }
             Some(t)
         }
-        None => args.http_token.clone(),
+        None => match &args.http_token {
+            Some(t) if t.trim().is_empty() => {
+                // "Bearer " with nothing after it would then be the password.
+                return Err("--http-token: the token is empty".into());
+            }
+            t => t.clone(),
+        },
     };
     let mut servers = vec![
         rpc::serve_unix_locked(table.clone(), lock, unix_opts)

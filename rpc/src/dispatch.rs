@@ -188,16 +188,47 @@ impl MethodTable {
         if elements.is_empty() {
             return Some(error_response(None, &RpcError::invalid_request()));
         }
-        let mut out: Vec<String> = Vec::new();
+        // Every element runs (as in SPDK), but the answer is bounded like any response (SPDK:
+        // 32 MiB): past that the collected answers are dropped and one error says so, so a
+        // small request of many cheap calls cannot make the server hold gigabytes.
+        let mut out = String::from("[");
+        let mut any = false;
+        let mut too_large = false;
         for element in elements {
-            if let Some(r) = self.handle_single(element, conn).await {
-                out.push(r);
+            let Some(r) = self.handle_single(element, conn).await else {
+                continue;
+            };
+            if too_large || out.len() + r.len() + 2 > crate::table::MAX_RESPONSE_SIZE {
+                if !too_large {
+                    tracing::warn!(
+                        limit = crate::table::MAX_RESPONSE_SIZE,
+                        "batch response too large; answering with an error"
+                    );
+                    out = String::new();
+                }
+                too_large = true;
+                continue;
             }
+            if any {
+                out.push(',');
+            }
+            out.push_str(&r);
+            any = true;
         }
-        if out.is_empty() {
+        if too_large {
+            return Some(error_response(
+                None,
+                &RpcError::internal(format!(
+                    "Batch response too large (limit {} bytes)",
+                    crate::table::MAX_RESPONSE_SIZE
+                )),
+            ));
+        }
+        if !any {
             return None;
         }
-        Some(format!("[{}]", out.join(",")))
+        out.push(']');
+        Some(out)
     }
 
     async fn handle_single(&self, raw: &RawValue, conn: ConnectionId) -> Option<String> {

@@ -8,7 +8,9 @@
 //! (so the connection gets `-32700` at the first bad byte instead of waiting for the size cap).
 //!
 //! It checks structure only; UTF-8 validity and number ranges are checked when the complete
-//! value is decoded.
+//! value is decoded. Like SPDK it refuses a value of more than [`Scanner::MAX_VALUES`] JSON
+//! values (scalars, keys, and each bracket counted once), which also bounds how many calls a
+//! batch can carry, and so how much one request can make the server compute and answer.
 
 /// What the scanner found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +85,8 @@ pub struct Scanner {
     stack: Vec<Container>,
     state: St,
     max_depth: usize,
+    /// JSON values seen so far in the current top-level value.
+    values: usize,
 }
 
 impl Default for Scanner {
@@ -99,6 +103,11 @@ impl Scanner {
     /// Nesting limit: serde_json refuses deeper input anyway (its recursion limit is 128).
     pub const MAX_DEPTH: usize = 128;
 
+    /// Most JSON values one top-level value may hold (SPDK's `SPDK_JSONRPC_MAX_VALUES`: more
+    /// is a parse error). Counted as SPDK's parser counts them: every scalar, every object
+    /// key, and each `[`, `]`, `{` and `}`.
+    pub const MAX_VALUES: usize = 8192;
+
     /// A scanner positioned at the start of an empty buffer.
     pub fn new() -> Self {
         Self {
@@ -107,7 +116,14 @@ impl Scanner {
             stack: Vec::new(),
             state: St::Idle,
             max_depth: Self::MAX_DEPTH,
+            values: 0,
         }
+    }
+
+    /// Counts one more JSON value of the current top-level value.
+    fn count(&mut self) -> bool {
+        self.values += 1;
+        self.values <= Self::MAX_VALUES
     }
 
     /// Bytes at the front of the buffer that belong to no pending value (already reported
@@ -158,6 +174,7 @@ impl Scanner {
                 }
                 self.start = Some(self.pos);
                 self.state = St::Value;
+                self.values = 0;
                 self.begin_value(b)
             }
             St::Value => {
@@ -179,6 +196,9 @@ impl Scanner {
                 if is_ws(b) {
                     Step::Consume
                 } else if b == b'"' {
+                    if !self.count() {
+                        return Step::Invalid;
+                    }
                     self.state = St::Str {
                         key: true,
                         esc: Esc::None,
@@ -237,6 +257,9 @@ impl Scanner {
     }
 
     fn begin_value(&mut self, b: u8) -> Step {
+        if !self.count() {
+            return Step::Invalid;
+        }
         self.state = match b {
             b'{' | b'[' => {
                 if self.stack.len() >= self.max_depth {
@@ -275,6 +298,9 @@ impl Scanner {
     }
 
     fn close(&mut self) -> Step {
+        if !self.count() {
+            return Step::Invalid;
+        }
         self.stack.pop();
         self.value_done()
     }
@@ -402,6 +428,37 @@ mod tests {
                 _ => None,
             })
             .collect()
+    }
+
+    #[test]
+    fn more_than_spdks_value_limit_is_a_parse_error() {
+        // A request counts 8 values: {, 3 keys, 3 values, }. An array of n of them counts
+        // 8n + 2.
+        let one = r#"{"jsonrpc":"2.0","method":"m","id":1}"#;
+        let batch = |n: usize| format!("[{}]", vec![one; n].join(","));
+        let fits = batch((Scanner::MAX_VALUES - 2) / 8);
+        assert_eq!(
+            scan_whole(fits.as_bytes())[0],
+            Scan::Complete {
+                start: 0,
+                end: fits.len()
+            }
+        );
+        let over = batch((Scanner::MAX_VALUES - 2) / 8 + 1);
+        assert_eq!(scan_whole(over.as_bytes()), vec![Scan::Invalid]);
+        assert_eq!(scan_bytewise(over.as_bytes()), vec![Scan::Invalid]);
+        // The count starts afresh with each top-level value.
+        let two = format!("{fits}{fits}");
+        assert_eq!(values(&two).len(), 2);
+        // Keys and scalars count too, not only containers.
+        let wide = format!(
+            "{{{}}}",
+            (0..4096)
+                .map(|i| format!("\"k{i}\":{i}"))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        assert_eq!(scan_whole(wide.as_bytes()), vec![Scan::Invalid]);
     }
 
     #[test]

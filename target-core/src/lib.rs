@@ -8,8 +8,10 @@
 //!   Connect, admin and I/O execution on bdevs).
 //! - [`scsi`]: SCSI logical-unit logic, no I/O inside.
 //! - [`bdev`]: block devices (malloc, null, file/aio).
+//! - [`hex`]: trace-level wire dumps of what hosts send.
 
 pub mod bdev;
+pub mod hex;
 pub mod nvme;
 pub mod nvmf;
 pub mod reactor;

@@ -66,6 +66,8 @@ impl ConnectRequestData {
     /// Decodes and checks the record: length and RECFMT. Queue sizes are checked by
     /// [`ConnectRequestData::check_sizes`] once the limits are known.
     pub fn decode(b: &[u8]) -> Result<Self, RejectStatus> {
+        tracing::trace!(target: target_core::hex::WIRE_TARGET, kind = "nvme_rdma_cm",
+                        data = %target_core::hex::Hex(b));
         if b.len() < RECORD_LEN {
             return Err(RejectStatus::InvalidPrivateDataLength);
         }

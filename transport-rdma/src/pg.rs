@@ -1364,9 +1364,46 @@ impl RdmaPg {
 
     // ------------------------------------------------------------------ completions
 
+    /// Whether a send-queue completion for request `rk` belongs to the request as it is now
+    /// (it is on a queue pair, and that queue pair is the one the completion names). A request
+    /// released when its queue pair's drain marker completed may still see a completion the
+    /// adapter (or a fault) delivered out of order: it is ignored.
+    fn owns_wc(&self, rk: u32, wc: &WorkCompletion) -> bool {
+        self.reqs
+            .get(rk as usize)
+            .and_then(|r| self.qpairs.get(r.qp as usize))
+            .is_some_and(|q| q.qp_num == wc.qp_num)
+    }
+
+    /// The drain marker of closing queue pair `qk` completed: every send-queue work request
+    /// posted before it has completed too (a send queue completes in order), so a request
+    /// still waiting for a SEND or RDMA READ completion lost it. Release those requests rather
+    /// than keep the queue pair (and the target's shutdown) waiting forever.
+    fn release_lost_sends(&mut self, core: &mut PgCore, qk: u32) {
+        let lost: Vec<u32> = self
+            .reqs
+            .iter()
+            .filter(|(_, r)| {
+                r.qp == qk
+                    && (r.state == RState::Completing
+                        || (r.state == RState::H2c && r.done < r.posted))
+            })
+            .map(|(k, _)| k as u32)
+            .collect();
+        for rk in lost {
+            tracing::warn!(rk, "a work completion never arrived; releasing its request");
+            self.free_request(core, rk);
+        }
+    }
+
     fn on_wc(&mut self, core: &mut PgCore, wc: WorkCompletion) {
         let key = (wc.wr_id & KEY_MASK) as u32;
-        match wc.wr_id & KIND_MASK {
+        let kind = wc.wr_id & KIND_MASK;
+        if matches!(kind, K_SEND | K_READ | K_WRITE) && !self.owns_wc(key, &wc) {
+            tracing::debug!(wr_id = wc.wr_id, "completion for a released request");
+            return;
+        }
+        match kind {
             K_RECV => self.on_recv(core, key, wc),
             K_SEND => self.on_send(core, key, wc),
             K_READ => self.on_read(core, key, wc),
@@ -1381,8 +1418,12 @@ impl RdmaPg {
                 }
             }
             K_MARKER => {
-                if let Some(qp) = self.qpairs.get_mut(key as usize) {
+                if let Some(qp) = self.qpairs.get_mut(key as usize)
+                    && qp.qp_num == wc.qp_num
+                    && qp.closing
+                {
                     qp.marker_done = true;
+                    self.release_lost_sends(core, key);
                     self.try_destroy(core, key);
                 }
             }

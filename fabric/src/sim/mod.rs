@@ -250,6 +250,7 @@ pub struct SimFaults {
     armed: AtomicBool,
     completions: Mutex<Vec<(CompletionMatch, CompletionFault)>>,
     fail_registration: AtomicU32,
+    fail_registration_on: Mutex<Vec<(IpAddr, u32)>>,
     refuse: Mutex<VecDeque<Vec<u8>>>,
 }
 
@@ -265,6 +266,7 @@ impl SimFaults {
             armed: AtomicBool::new(false),
             completions: Mutex::new(Vec::new()),
             fail_registration: AtomicU32::new(0),
+            fail_registration_on: Mutex::new(Vec::new()),
             refuse: Mutex::new(VecDeque::new()),
         }
     }
@@ -288,16 +290,38 @@ impl SimFaults {
         self.fail_registration.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// On the device at `ip`, the registration after the next `skip` successful ones fails
+    /// with [`FabricError::InjectedFault`] (once). Unlike
+    /// [`SimFaults::fail_next_registration`], registrations of other devices (a test's
+    /// initiators) do not consume it, and `skip` picks which of several registrations fails.
+    pub fn fail_registration_on(&self, ip: IpAddr, skip: u32) {
+        self.fail_registration_on.lock().push((ip, skip));
+    }
+
     /// The next connection request to any listener on this network is rejected by the
     /// "remote consumer" with `private_data` (the listener never sees it).
     pub fn refuse_next_connection(&self, private_data: &[u8]) {
         self.refuse.lock().push_back(private_data.to_vec());
     }
 
-    fn take_registration_failure(&self) -> bool {
-        self.fail_registration
+    fn take_registration_failure(&self, ip: IpAddr) -> bool {
+        if self
+            .fail_registration
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(1))
             .is_ok()
+        {
+            return true;
+        }
+        let mut rules = self.fail_registration_on.lock();
+        let Some(i) = rules.iter().position(|(a, _)| *a == ip) else {
+            return false;
+        };
+        if rules[i].1 == 0 {
+            rules.remove(i);
+            return true;
+        }
+        rules[i].1 -= 1;
+        false
     }
 
     pub(crate) fn take_refusal(&self) -> Option<Vec<u8>> {
@@ -1005,7 +1029,7 @@ pub(crate) struct SMr {
 
 impl SMr {
     pub(crate) fn new(pd: &Arc<SPd>, region: &Arc<DmaRegion>, access: Access) -> Result<Self> {
-        if pd.dev.faults.take_registration_failure() {
+        if pd.dev.faults.take_registration_failure(pd.dev.ip) {
             return Err(FabricError::InjectedFault("memory registration"));
         }
         if (access.contains(Access::REMOTE_WRITE) || access.contains(Access::REMOTE_ATOMIC))
@@ -1441,7 +1465,7 @@ mod tests {
         assert!(matches!(f.intercept(&wc), Some(CompletionFault::Drop)));
         assert!(f.intercept(&wc).is_none());
         f.fail_next_registration();
-        assert!(f.take_registration_failure());
-        assert!(!f.take_registration_failure());
+        assert!(f.take_registration_failure(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)));
+        assert!(!f.take_registration_failure(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)));
     }
 }

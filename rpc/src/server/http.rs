@@ -67,6 +67,13 @@ pub async fn serve_http(
     addr: SocketAddr,
     opts: HttpOptions,
 ) -> Result<ServerHandle, ServeError> {
+    if opts.token.as_ref().is_some_and(|t| t.trim().is_empty()) {
+        return Err(ServeError::io(
+            "checking the bearer token of",
+            addr,
+            std::io::Error::new(std::io::ErrorKind::InvalidInput, "the token is empty"),
+        ));
+    }
     let listener = bind_tcp(
         addr,
         opts.allow_non_loopback,

@@ -105,6 +105,9 @@ fn take_lock(socket: &Path) -> Result<(PathBuf, File), ServeError> {
         .create(true)
         .truncate(false)
         .mode(0o600)
+        // The socket usually lives in a world-writable directory (/var/tmp): never follow a
+        // symbolic link planted at the lock's path.
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&path)
         .map_err(|e| ServeError::io("opening lock file", path.display(), e))?;
     // SAFETY: `file` is an open descriptor owned by this function for the duration of the

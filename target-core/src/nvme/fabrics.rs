@@ -212,6 +212,8 @@ impl ConnectReject {
 /// Invalid Parameters with IATTR 1 and IPO 256 / 512). Queue id, size and CNTLID are checked
 /// later, once the subsystem is known.
 pub fn parse_connect(sqe: &Sqe, data: &[u8]) -> Result<Connect, ConnectReject> {
+    tracing::trace!(target: crate::hex::WIRE_TARGET, kind = "nvme_connect",
+                    sqe = %crate::hex::Hex(&sqe.0), data = %crate::hex::Hex(data));
     if !sqe.is_fabrics() || sqe.fctype() != fctype::CONNECT {
         return Err(ConnectReject::status(Status::INVALID_OPCODE));
     }

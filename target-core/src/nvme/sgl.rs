@@ -258,6 +258,8 @@ pub fn parse_into(
     policy: &SglPolicy,
     out: &mut DataSgl,
 ) -> Result<(), Status> {
+    tracing::trace!(target: crate::hex::WIRE_TARGET, kind = "nvme_capsule",
+                    sqe = %crate::hex::Hex(&sqe.0), data = %crate::hex::Hex(in_capsule));
     if sqe.psdt() == 3 {
         return Err(Status::INVALID_FIELD);
     }

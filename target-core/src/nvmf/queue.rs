@@ -142,11 +142,10 @@ impl Queue {
         &self.listen
     }
 
-    /// Whether the connection belongs to `host` (NQN, compared ignoring case as the allow
+    /// Whether the connection belongs to `host` (NQN, compared byte for byte as the allow
     /// list does).
     pub fn host_matches(&self, host: &str) -> bool {
-        self.controller()
-            .is_some_and(|c| c.hostnqn().eq_ignore_ascii_case(host))
+        self.controller().is_some_and(|c| c.hostnqn() == host)
     }
 
     /// Whether [`Queue::begin_close`] was called.

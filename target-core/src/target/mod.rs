@@ -817,7 +817,7 @@ impl Target {
             return Err(CoreError::Invalid(format!("invalid host '{host}'")));
         }
         let mut c = sub.config.write();
-        if c.hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+        if c.hosts.iter().any(|h| h == host) {
             return Err(CoreError::Exists(format!(
                 "Host {host} is already allowed on subsystem {nqn}"
             )));
@@ -832,7 +832,7 @@ impl Target {
         {
             let mut c = sub.config.write();
             let before = c.hosts.len();
-            c.hosts.retain(|h| !h.eq_ignore_ascii_case(host));
+            c.hosts.retain(|h| h != host);
             if before == c.hosts.len() {
                 return Err(CoreError::NotFound(format!(
                     "Host {host} is not allowed on subsystem {nqn}"

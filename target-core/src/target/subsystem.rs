@@ -268,9 +268,13 @@ impl SubsystemConfig {
         }
     }
 
-    /// Whether a host (NQN or SRP initiator port id) may connect.
+    /// Whether a host may connect: `allow_any_host`, or `host` is on the allow list, compared
+    /// byte for byte (host NQNs are case-sensitive, as in SPDK and the Linux target; an
+    /// allow list must not admit a host whose NQN merely differs in case). SRP matches an
+    /// initiator against the list's entries itself (`transport_srp::port_id::host_matches`:
+    /// several spellings name one initiator).
     pub fn host_allowed(&self, host: &str) -> bool {
-        self.allow_any_host || self.hosts.iter().any(|h| h.eq_ignore_ascii_case(host))
+        self.allow_any_host || self.hosts.iter().any(|h| h == host)
     }
 }
 
@@ -518,6 +522,36 @@ pub fn validate_ascii_field(what: &str, value: &str, max: usize) -> Result<(), C
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_allow_list_compares_host_nqns_byte_for_byte() {
+        let h = "nqn.2014-08.org.nvmexpress:uuid:4c4c4544-0035-4b10-8044-b3c04f4e4433";
+        let mut c = SubsystemConfig {
+            serial: String::new(),
+            model: String::new(),
+            max_namespaces: 0,
+            allow_any_host: false,
+            hosts: vec![h.to_string()],
+            listeners: Vec::new(),
+            namespaces: BTreeMap::new(),
+            min_cntlid: 1,
+            max_cntlid: 0xFFEF,
+            ana_reporting: false,
+            srp_port_id: None,
+        };
+        assert!(c.host_allowed(h));
+        for other in [
+            h.to_uppercase(),
+            h.replace("4c4c4544", "4C4C4544"),
+            format!("{h} "),
+            format!("{h}x"),
+            h[..h.len() - 1].to_string(),
+        ] {
+            assert!(!c.host_allowed(&other), "{other} passes for {h}");
+        }
+        c.allow_any_host = true;
+        assert!(c.host_allowed("nqn.2014-08.org.nvmexpress:uuid:anyone"));
+    }
 
     #[test]
     fn nqn_rules() {

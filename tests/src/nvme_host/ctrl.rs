@@ -41,7 +41,7 @@ impl ConnectOpts {
         Self {
             subnqn: subnqn.to_string(),
             hostnqn: hostnqn.to_string(),
-            hostid: *uuid_of(hostnqn),
+            hostid: uuid_of(hostnqn),
             kato_ms: 0,
             io_queues: 2,
             io_depth: 32,
@@ -53,12 +53,12 @@ impl ConnectOpts {
 }
 
 /// A stable host id derived from the host NQN.
-fn uuid_of(hostnqn: &str) -> &'static [u8; 16] {
+fn uuid_of(hostnqn: &str) -> [u8; 16] {
     let mut h = [0u8; 16];
     for (i, b) in hostnqn.bytes().enumerate() {
         h[i % 16] = h[i % 16].wrapping_mul(31).wrapping_add(b);
     }
-    Box::leak(Box::new(h))
+    h
 }
 
 /// A connected controller.

@@ -46,6 +46,7 @@ fn run(q: &mut HostQueue, w: &Workload, write: bool, mode: Mode) -> Result<(), H
     let len = w.blocks as usize * w.bs;
     let mut next = 0usize;
     let mut inflight: HashMap<u16, usize> = HashMap::new();
+    let mut progress = std::time::Instant::now();
     while next < w.count || !inflight.is_empty() {
         while next < w.count && inflight.len() < w.qd {
             let lba = w.lba(next);
@@ -81,8 +82,15 @@ fn run(q: &mut HostQueue, w: &Workload, write: bool, mode: Mode) -> Result<(), H
             if q.is_disconnected() {
                 return Err(HostError::Disconnected);
             }
+            if progress.elapsed() > super::TIMEOUT {
+                return Err(HostError::Timeout(format!(
+                    "{} command(s) without a completion",
+                    inflight.len()
+                )));
+            }
             continue;
         }
+        progress = std::time::Instant::now();
         for cid in done {
             let i = inflight.remove(&cid).expect("known");
             let c = q.take(cid).expect("done").ok()?;

@@ -726,6 +726,11 @@ impl HostQueue {
     pub fn data_sge(&self, len: u32) -> Sge {
         self.data_mr.sge(self.data.addr(), len)
     }
+
+    /// The host's queue pair number (for fault hooks that match completions).
+    pub fn qp_num(&self) -> u32 {
+        self.qp.qp_num()
+    }
 }
 
 impl Drop for HostQueue {

@@ -340,7 +340,9 @@ impl SrpInitiator {
         self.outstanding.len()
     }
 
-    fn desc(&self, off: usize, len: u32) -> DirectDesc {
+    /// A direct descriptor of `len` bytes at offset `off` of the initiator's data memory
+    /// (for hand-made IUs).
+    pub fn desc(&self, off: usize, len: u32) -> DirectDesc {
         DirectDesc {
             va: self.data.base_addr() + off as u64,
             rkey: self.data_mr.rkey(),
@@ -375,6 +377,16 @@ impl SrpInitiator {
             op: "post_send",
             errno: e.posted as i32,
         })
+    }
+
+    /// The initiator's queue pair number (for fault hooks that match completions).
+    pub fn qp_num(&self) -> u32 {
+        self.qp.qp_num()
+    }
+
+    /// Size of the initiator's data memory.
+    pub fn mem_len(&self) -> usize {
+        self.data.len()
     }
 
     /// Sends raw bytes as an IU (for malformed-IU tests). Consumes no credit.

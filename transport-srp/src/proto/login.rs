@@ -118,6 +118,8 @@ impl LoginReq {
     /// Decodes the 56-byte RDMA CM form (what a CONNECT_REQUEST carries after the RDMA CM
     /// header). Shorter private data is rejected, as ib_srpt does.
     pub fn decode_rdma_cm(b: &[u8]) -> Result<Self, DecodeError> {
+        tracing::trace!(target: target_core::hex::WIRE_TARGET, kind = "srp_login",
+                        data = %target_core::hex::Hex(b));
         need(b, LOGIN_REQ_RDMA_LEN)?;
         let op = b[11];
         if op != opcode::LOGIN_REQ {

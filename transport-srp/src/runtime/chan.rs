@@ -715,9 +715,12 @@ impl SrpPg {
             c.recv_idle.push(slot);
             if wc.status != WcStatus::WrFlushErr {
                 tracing::warn!("SRP channel {}: receive failed: {:?}", c.gid, wc.status);
-                let out = c.sm.handle(Event::CompletionError);
-                self.run(core, key, out);
             }
+            // A flush while the channel is live means the queue pair went to the error state
+            // by itself (a fatal adapter error): the state machine closes the channel then,
+            // and ignores flushes of a teardown it started.
+            let out = c.sm.handle(Event::CompletionError);
+            self.run(core, key, out);
             self.check_recvs_drained(core, key);
             return;
         }
@@ -772,9 +775,10 @@ impl SrpPg {
         let Some(c) = self.chans.get_mut(key as usize) else {
             return;
         };
-        let op = iu_bytes(&c.recv, c.rpad, srq_bufs(&self.devs, c.dev), r, len)
-            .first()
-            .copied();
+        let bytes = iu_bytes(&c.recv, c.rpad, srq_bufs(&self.devs, c.dev), r, len);
+        tracing::trace!(target: target_core::hex::WIRE_TARGET, kind = "srp_iu",
+                        data = %target_core::hex::Hex(bytes));
+        let op = bytes.first().copied();
         let kind = match op {
             Some(opcode::CMD) => IuKind::Cmd,
             Some(opcode::TSK_MGMT) => IuKind::TskMgmt,

@@ -1,0 +1,666 @@
+//! Writes the seed corpora of every fuzz target into `fuzz/seeds/<target>/`.
+//!
+//! Sources, in order of preference:
+//! - `seeds/captures/rpc/*.bin`: the bytes SPDK's own client (`spdk-rpc` 26.9, i.e. rpc.py) sent
+//!   to a live `rtgt serve`, captured by a Unix-socket proxy (one file per connection);
+//! - `seeds/captures/wire/*.bin`: NVMe/RDMA capsules, RDMA CM private data and SRP IUs the Linux
+//!   kernel initiators sent over soft-RoCE, extracted from a packet capture in the QEMU guest
+//!   (`seeds/captures/guest/`, extracted by `seeds/captures/extract.py`);
+//! - the command sequences the Linux host and ib_srp send (reference §8.2 and the srp
+//!   reference), built here with the same encoders the test initiators use, for what the
+//!   captures do not cover.
+//!
+//! Run: `cargo run --manifest-path fuzz/Cargo.toml --example gen_seeds` (from the repository
+//! root). The seeds are committed; run it again after changing an input format.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use rtgt_tests::nvme_host::{read_sqe, write_sqe};
+use target_core::nvme::fabrics::build;
+use target_core::nvme::spec::{admin_opc, fctype, io_opc, prop};
+use target_core::nvme::{SglDescriptor, Sqe};
+use transport_rdma::cm_data::ConnectRequestData;
+use transport_srp::proto::cmd::{DirectDesc, IndirectDesc, LINUX_IMM_DATA_OFFSET};
+use transport_srp::proto::login::REQ_FLAG_IMMED_REQUESTED;
+use transport_srp::proto::{
+    AerRsp, BufFormats, CredRsp, DataDesc, ILogout, LoginReq, PortId, SrpCmd, Tag, TaskAttr,
+    TaskMgmt, TskMgmt,
+};
+
+const SUBNQN: &str = "nqn.2016-06.io.spdk:cnode1";
+const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:4c4c4544-0035-4b10-8044-b3c04f4e4433";
+
+struct Out {
+    root: PathBuf,
+}
+
+impl Out {
+    fn put(&self, target: &str, name: &str, bytes: &[u8]) {
+        let dir = self.root.join(target);
+        fs::create_dir_all(&dir).expect("seed dir");
+        fs::write(dir.join(name), bytes).expect("seed file");
+    }
+}
+
+// ----------------------------------------------------------------------------------- NVMe
+
+/// Linux's keyed SGL: subtype 0xF (invalidate), page-aligned address.
+fn keyed(len: u32) -> SglDescriptor {
+    SglDescriptor::keyed(0x7f3a_2000_0000, len, 0x1234_5601, true)
+}
+
+fn with_sgl(mut s: Sqe, sgl: SglDescriptor) -> Sqe {
+    s.set_sgl1(sgl);
+    s
+}
+
+fn admin(opc: u8, nsid: u32, cdw10: u32, cdw11: u32, len: u32) -> Sqe {
+    let mut s = Sqe::new(opc, 0);
+    s.set_nsid(nsid).set_cdw(10, cdw10).set_cdw(11, cdw11);
+    with_sgl(
+        s,
+        if len == 0 {
+            SglDescriptor::null_keyed()
+        } else {
+            keyed(len)
+        },
+    )
+}
+
+fn get_log(lid: u8, nsid: u32, len: u32, offset: u64, rae: bool) -> Sqe {
+    let numd = len / 4 - 1;
+    let mut s = admin(
+        admin_opc::GET_LOG_PAGE,
+        nsid,
+        u32::from(lid) | u32::from(rae) << 15 | (numd & 0xFFFF) << 16,
+        numd >> 16,
+        len,
+    );
+    s.set_cdw(12, offset as u32)
+        .set_cdw(13, (offset >> 32) as u32);
+    s
+}
+
+/// The admin commands of `nvme connect` (reference §8.2, steps 3–22) and of a discovery.
+fn linux_admin_sequence(discovery: bool) -> Vec<(Sqe, Vec<u8>)> {
+    let mut v = vec![
+        (build::property_get(0, prop::CAP, true), vec![]),
+        (build::property_set(0, prop::CC, 0x0046_0000), vec![]),
+        (build::property_get(0, prop::CAP, true), vec![]),
+        (build::property_set(0, prop::CC, 0x0046_0001), vec![]),
+        (build::property_get(0, prop::CSTS, false), vec![]),
+        (build::property_get(0, prop::VS, false), vec![]),
+        (admin(admin_opc::IDENTIFY, 0, 1, 0, 4096), vec![]),
+    ];
+    if discovery {
+        v.push((get_log(0x70, 0, 20, 0, true), vec![]));
+        v.push((get_log(0x70, 0, 4096, 1024, false), vec![]));
+        v.push((get_log(0x70, 0, 20, 0, false), vec![]));
+    } else {
+        v.extend([
+            (get_log(0x05, 0, 4096, 0, false), vec![]),
+            (admin(admin_opc::IDENTIFY, 0, 6, 0, 4096), vec![]),
+            (get_log(0x02, 0xFFFF_FFFF, 512, 0, false), vec![]),
+            (
+                admin(admin_opc::SET_FEATURES, 0, 0x07, 0x0001_0001, 0),
+                vec![],
+            ),
+            (
+                admin(admin_opc::SET_FEATURES, 0, 0x0B, 0x0000_0900, 0),
+                vec![],
+            ),
+            (admin(admin_opc::ASYNC_EVENT_REQUEST, 0, 0, 0, 0), vec![]),
+            (admin(admin_opc::IDENTIFY, 0, 2, 0, 4096), vec![]),
+            (admin(admin_opc::IDENTIFY, 1, 3, 0, 4096), vec![]),
+            (admin(admin_opc::IDENTIFY, 1, 0, 0, 4096), vec![]),
+            (admin(admin_opc::GET_FEATURES, 0, 0x07, 0, 0), vec![]),
+            (admin(admin_opc::KEEP_ALIVE, 0, 0, 0, 0), vec![]),
+            (get_log(0x04, 0, 4096, 0, true), vec![]),
+            (admin(admin_opc::ABORT, 0, 0x001F_0000, 0, 0), vec![]),
+        ]);
+    }
+    v.push((build::property_set(0, prop::CC, 0x0046_4001), vec![]));
+    v.push((build::property_get(0, prop::CSTS, false), vec![]));
+    v
+}
+
+/// I/O commands as Linux sends them: in-capsule writes up to the in-capsule size, keyed
+/// reads and large writes, Flush, Write Zeroes, DSM with its 4 KiB range buffer.
+fn linux_io_sequence() -> Vec<(Sqe, Vec<u8>)> {
+    let data: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+    let mut dsm = vec![0u8; 4096];
+    dsm[4..8].copy_from_slice(&8u32.to_le_bytes());
+    dsm[8..16].copy_from_slice(&64u64.to_le_bytes());
+    let mut d = Sqe::new(io_opc::DATASET_MANAGEMENT, 0);
+    d.set_nsid(1).set_cdw(10, 0).set_cdw(11, 1 << 2);
+    let mut wz = Sqe::new(io_opc::WRITE_ZEROES, 0);
+    wz.set_nsid(1).set_cdw(10, 100).set_cdw(12, 7 | 1 << 25);
+    let mut flush = Sqe::new(io_opc::FLUSH, 0);
+    flush.set_nsid(1);
+    vec![
+        (with_sgl(read_sqe(1, 0, 8), keyed(4096)), vec![]),
+        (with_sgl(read_sqe(1, 2040, 8), keyed(4096)), vec![]),
+        (
+            with_sgl(write_sqe(1, 16, 8), SglDescriptor::in_capsule(0, 4096)),
+            data.clone(),
+        ),
+        (with_sgl(write_sqe(1, 256, 256), keyed(131072)), vec![]),
+        (with_sgl(flush, SglDescriptor::null_keyed()), vec![]),
+        (with_sgl(wz, SglDescriptor::null_keyed()), vec![]),
+        (with_sgl(d, keyed(4096)), dsm),
+        (
+            with_sgl(
+                {
+                    let mut c = write_sqe(1, 16, 8);
+                    c.0[0] = io_opc::COMPARE;
+                    c
+                },
+                SglDescriptor::in_capsule(0, 4096),
+            ),
+            data,
+        ),
+    ]
+}
+
+/// `[len u16][sqe][data]` records.
+fn records(cmds: &[(Sqe, Vec<u8>)], with_flags: Option<u8>) -> Vec<u8> {
+    let mut v = Vec::new();
+    for (s, d) in cmds {
+        if let Some(f) = with_flags {
+            v.push(f);
+        }
+        v.extend_from_slice(&(d.len() as u16).to_le_bytes());
+        v.extend_from_slice(s.as_bytes());
+        v.extend_from_slice(d);
+    }
+    v
+}
+
+fn nvme_seeds(o: &Out, w: &Wire) {
+    let wire = &w.nvme;
+    // nvme_capsule: [selector][records].
+    for (name, sel, cmds) in [
+        ("linux-connect", 0u8, linux_admin_sequence(false)),
+        ("linux-discover", 4, linux_admin_sequence(true)),
+        ("linux-io", 0, linux_io_sequence()),
+        ("linux-io-msdbd16", 3, linux_io_sequence()),
+    ] {
+        let mut v = vec![sel];
+        v.extend(records(&cmds, None));
+        o.put("nvme_capsule", name, &v);
+    }
+    if !wire.is_empty() {
+        let mut v = vec![0u8];
+        v.extend(records(wire, None));
+        o.put("nvme_capsule", "captured-linux", &v);
+    }
+    // fabrics_connect: admin Connect + I/O Connects of the same host.
+    let admin = build::connect_sqe(0, 0, 31, 5000, keyed(1024));
+    let data = build::connect_data([0x4c; 16], 0xFFFF, SUBNQN, HOSTNQN);
+    let mut v = admin.as_bytes().to_vec();
+    v.extend_from_slice(&data);
+    v.push(0x1F);
+    for qid in 1..=4u16 {
+        v.extend_from_slice(
+            build::connect_sqe(0, qid, 127, 0, SglDescriptor::in_capsule(0, 1024)).as_bytes(),
+        );
+        v.extend_from_slice(&build::connect_data([0x4c; 16], 0x11, SUBNQN, HOSTNQN));
+    }
+    o.put("fabrics_connect", "linux-admin-and-io", &v);
+    let mut v = build::connect_sqe(0, 0, 31, 0, keyed(1024))
+        .as_bytes()
+        .to_vec();
+    v.extend_from_slice(&build::connect_data(
+        [1; 16],
+        0xFFFF,
+        "nqn.2014-08.org.nvmexpress.discovery",
+        HOSTNQN,
+    ));
+    v.push(0x7F);
+    o.put("fabrics_connect", "linux-discovery", &v);
+    // Captured: the admin Connect, then the I/O Connects after it.
+    if let Some((first, rest)) = w.connects.split_first() {
+        let mut v = first.clone();
+        v.push(0x1F);
+        for c in rest {
+            v.extend_from_slice(c);
+        }
+        o.put("fabrics_connect", "captured-linux", &v);
+    }
+    for (i, c) in w.cm.iter().enumerate() {
+        let mut v = Vec::new();
+        for x in [32u16, 128, 127] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v.extend_from_slice(c);
+        o.put("rdma_cm_data", &format!("captured-linux-{i}"), &v);
+    }
+    // rdma_cm_data: [max admin][max io][max qid] + the private data Linux sends.
+    for (name, rec) in [
+        (
+            "linux-admin",
+            ConnectRequestData {
+                recfmt: 0,
+                qid: 0,
+                hrqsize: 32,
+                hsqsize: 31,
+                cntlid: 0,
+            },
+        ),
+        (
+            "linux-io",
+            ConnectRequestData {
+                recfmt: 0,
+                qid: 1,
+                hrqsize: 128,
+                hsqsize: 127,
+                cntlid: 1,
+            },
+        ),
+    ] {
+        let mut v = Vec::new();
+        for x in [32u16, 128, 127] {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+        v.extend_from_slice(&rec.encode());
+        // Over IB/RoCE the CM pads private data to 92 bytes (REQ).
+        v.resize(6 + 92, 0);
+        o.put("rdma_cm_data", name, &v);
+    }
+    // nvmf_wire: [flags][len][sqe][data]; keyed SGLs redirected into the host's memory.
+    let mut v = Vec::new();
+    for (s, d) in linux_admin_sequence(false)
+        .iter()
+        .filter(|(s, _)| s.opcode() != admin_opc::ASYNC_EVENT_REQUEST && !is_shutdown(s))
+    {
+        v.push(2);
+        v.extend_from_slice(&(d.len() as u16).to_le_bytes());
+        v.extend_from_slice(s.as_bytes());
+        v.extend_from_slice(d);
+    }
+    o.put("nvmf_wire", "linux-admin", &v);
+    o.put(
+        "nvmf_wire",
+        "linux-io",
+        &records(&linux_io_sequence(), Some(3)),
+    );
+    o.put(
+        "nvmf_wire",
+        "linux-io-pipelined",
+        &records(&linux_io_sequence(), Some(7)),
+    );
+    if !wire.is_empty() {
+        o.put("nvmf_wire", "captured-linux", &records(wire, Some(3)));
+    }
+}
+
+fn is_shutdown(s: &Sqe) -> bool {
+    s.opcode() == admin_opc::FABRICS
+        && s.fctype() == fctype::PROPERTY_SET
+        && s.u32_at(48) & 0xC000 != 0
+}
+
+// ------------------------------------------------------------------------------------ SRP
+
+fn cdb16(bytes: &[u8]) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[..bytes.len()].copy_from_slice(bytes);
+    c
+}
+
+fn srp_cmd(tag: u64, lun: u16, cdb: &[u8], out: DataDesc<'_>, inn: DataDesc<'_>) -> Vec<u8> {
+    let c = cdb16(cdb);
+    let cmd = SrpCmd {
+        sol_not: 0,
+        tag: Tag(tag.to_le_bytes()),
+        lun: target_core::scsi::lun::encode(lun),
+        task_attr: TaskAttr::Simple,
+        cdb: &c,
+        data_out: out,
+        data_in: inn,
+    };
+    let mut buf = vec![0u8; 8260];
+    let n = cmd
+        .encode(&mut buf, LINUX_IMM_DATA_OFFSET)
+        .expect("SRP_CMD encodes");
+    buf.truncate(n);
+    buf
+}
+
+fn direct(len: u32) -> DirectDesc {
+    DirectDesc {
+        va: 0xffff_8881_0a40_0000,
+        rkey: 0x0001_2345,
+        len,
+    }
+}
+
+/// What ib_srp sends after login and for I/O: INQUIRY (standard and VPD), REPORT LUNS, READ
+/// CAPACITY, MODE SENSE, TEST UNIT READY, READ/WRITE(10) with direct, indirect and immediate
+/// descriptors, SYNCHRONIZE CACHE, a LUN reset, an abort, a logout.
+fn linux_ius() -> Vec<Vec<u8>> {
+    let d = |n| DataDesc::Direct(direct(n));
+    let list: Vec<u8> = [1024u32, 1024, 2048]
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &l)| {
+            DirectDesc {
+                va: 0xffff_8881_0a40_0000 + i as u64 * 0x10000,
+                rkey: 0x0001_2345,
+                len: l,
+            }
+            .encode()
+        })
+        .collect();
+    let ind = DataDesc::Indirect(IndirectDesc::new(
+        DirectDesc {
+            va: 0xffff_8881_0b00_0044,
+            rkey: 0x0001_2346,
+            len: list.len() as u32,
+        },
+        4096,
+        &list,
+    ));
+    let imm_data = vec![0x5a; 4096];
+    let rw10 = |op: u8, lba: u32, blocks: u16| {
+        let mut c = [0u8; 10];
+        c[0] = op;
+        c[2..6].copy_from_slice(&lba.to_be_bytes());
+        c[7..9].copy_from_slice(&blocks.to_be_bytes());
+        c
+    };
+    vec![
+        srp_cmd(1, 0, &[0x12, 0, 0, 0, 36, 0], DataDesc::None, d(36)),
+        srp_cmd(
+            2,
+            0,
+            &[0xa0, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0],
+            DataDesc::None,
+            d(4096),
+        ),
+        srp_cmd(3, 0, &[0x12, 1, 0x00, 0, 0xff, 0], DataDesc::None, d(255)),
+        srp_cmd(4, 0, &[0x12, 1, 0x83, 0, 0xff, 0], DataDesc::None, d(255)),
+        srp_cmd(5, 0, &[0x12, 1, 0xb0, 0, 0x40, 0], DataDesc::None, d(64)),
+        srp_cmd(
+            6,
+            0,
+            &[0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0],
+            DataDesc::None,
+            d(32),
+        ),
+        srp_cmd(
+            7,
+            0,
+            &[0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            DataDesc::None,
+            d(8),
+        ),
+        srp_cmd(8, 0, &[0x1a, 0, 0x3f, 0, 0xc0, 0], DataDesc::None, d(192)),
+        srp_cmd(9, 0, &[0, 0, 0, 0, 0, 0], DataDesc::None, DataDesc::None),
+        srp_cmd(10, 0, &rw10(0x28, 0, 8), DataDesc::None, d(4096)),
+        srp_cmd(11, 0, &rw10(0x28, 8, 8), DataDesc::None, ind),
+        srp_cmd(
+            12,
+            0,
+            &rw10(0x2a, 16, 8),
+            DataDesc::Immediate(&imm_data),
+            DataDesc::None,
+        ),
+        srp_cmd(13, 0, &rw10(0x2a, 24, 8), d(4096), DataDesc::None),
+        srp_cmd(14, 0, &rw10(0x2a, 32, 8), ind, DataDesc::None),
+        srp_cmd(
+            15,
+            0,
+            &[0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0],
+            DataDesc::None,
+            DataDesc::None,
+        ),
+        TskMgmt {
+            sol_not: 0,
+            tag: Tag((16u64 | 1 << 31).to_le_bytes()),
+            lun: target_core::scsi::lun::encode(0),
+            action: TaskMgmt::LunReset,
+        }
+        .encode()
+        .to_vec(),
+        TskMgmt {
+            sol_not: 0,
+            tag: Tag((17u64 | 1 << 31).to_le_bytes()),
+            lun: target_core::scsi::lun::encode(0),
+            action: TaskMgmt::AbortTask {
+                task_tag: Tag(10u64.to_le_bytes()),
+            },
+        }
+        .encode()
+        .to_vec(),
+        CredRsp {
+            tag: Tag(0x11u64.to_le_bytes()),
+        }
+        .encode()
+        .to_vec(),
+        AerRsp {
+            tag: Tag(0x12u64.to_le_bytes()),
+        }
+        .encode()
+        .to_vec(),
+        ILogout {
+            tag: Tag(0xdeadu64.to_le_bytes()),
+        }
+        .encode()
+        .to_vec(),
+    ]
+}
+
+fn ib_srp_login(target: PortId) -> LoginReq {
+    LoginReq {
+        tag: Tag(0u64.to_le_bytes()),
+        req_it_iu_len: 8260,
+        req_buf_fmt: BufFormats::BOTH,
+        req_flags: REQ_FLAG_IMMED_REQUESTED,
+        imm_data_offset: LINUX_IMM_DATA_OFFSET,
+        initiator_port_id: PortId::from_halves(0, 0x5254_00ff_fe12_3456),
+        target_port_id: target,
+    }
+}
+
+fn srp_seeds(o: &Out, captured_ius: &[Vec<u8>], captured_logins: &[Vec<u8>]) {
+    let ius = linux_ius();
+    let mut all: Vec<&[u8]> = ius.iter().map(Vec::as_slice).collect();
+    all.extend(captured_ius.iter().map(Vec::as_slice));
+    // srp_iu: [selector][imm offset][records]; selector 0x8A: live channel, immediate data.
+    for (name, sel, set) in [
+        ("linux-session", 0x8Au8, &all[..]),
+        ("linux-no-imm", 0x82, &all[..]),
+        ("linux-connecting", 0x80, &all[..]),
+    ] {
+        let mut v = vec![sel];
+        v.extend_from_slice(&68u16.to_le_bytes());
+        for iu in set {
+            v.extend_from_slice(&(iu.len() as u16).to_le_bytes());
+            v.extend_from_slice(iu);
+        }
+        o.put("srp_iu", name, &v);
+    }
+    // srp_wire: [flags][len][IU]; descriptors redirected to the initiator's memory. The logout
+    // goes last: it ends the channel.
+    let mut v = Vec::new();
+    for iu in &all {
+        v.push(1);
+        v.extend_from_slice(&(iu.len() as u16).to_le_bytes());
+        v.extend_from_slice(iu);
+    }
+    o.put("srp_wire", "linux-session", &v);
+    // scsi_cdb: [selector][data-in len][data-out len][cdb len][cdb][params].
+    for (i, iu) in all.iter().enumerate() {
+        if let Ok(cmd) = SrpCmd::decode(iu, Some(LINUX_IMM_DATA_OFFSET)) {
+            let mut v = vec![0x04 | (i as u8) << 5];
+            v.extend_from_slice(&4096u16.to_le_bytes());
+            v.extend_from_slice(&cmd.data_out.len().to_le_bytes());
+            v.push(cmd.cdb.len() as u8);
+            v.extend_from_slice(cmd.cdb);
+            o.put("scsi_cdb", &format!("linux-{i:02}"), &v);
+        }
+    }
+    let mut unmap = vec![0x05u8];
+    unmap.extend_from_slice(&0u16.to_le_bytes());
+    unmap.extend_from_slice(&24u32.to_le_bytes());
+    unmap.push(10);
+    unmap.extend_from_slice(&[0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0]);
+    unmap.extend_from_slice(&[0, 22, 0, 16, 0, 0, 0, 0]);
+    unmap.extend_from_slice(&100u64.to_be_bytes());
+    unmap.extend_from_slice(&8u32.to_be_bytes());
+    unmap.extend_from_slice(&[0; 4]);
+    o.put("scsi_cdb", "linux-unmap", &unmap);
+    let mut ws = vec![0x05u8];
+    ws.extend_from_slice(&0u16.to_le_bytes());
+    ws.extend_from_slice(&512u32.to_le_bytes());
+    ws.push(16);
+    let mut c = [0u8; 16];
+    c[0] = 0x93;
+    c[1] = 0x08;
+    c[2..10].copy_from_slice(&64u64.to_be_bytes());
+    c[10..14].copy_from_slice(&16u32.to_be_bytes());
+    ws.extend_from_slice(&c);
+    o.put("scsi_cdb", "linux-write-same-unmap", &ws);
+    // srp_login: [8 selector bytes] + [channel][56-byte RDMA CM login].
+    let target = PortId::from_halves(0x0002_c903_000e_8acd, 0x0002_c903_000e_8acd);
+    let mut v = vec![0x03, 0x54, 0x20, 64, 128, 0xFF, 1, 0];
+    v.push(0);
+    v.extend_from_slice(&ib_srp_login(target).encode_rdma_cm());
+    let mut second = ib_srp_login(target);
+    second.req_flags |= 1; // multi-channel: keep the first
+    v.push(1);
+    v.extend_from_slice(&second.encode_rdma_cm());
+    v.push(2);
+    v.extend_from_slice(&ib_srp_login(target).encode_rdma_cm());
+    for p in captured_logins {
+        v.push(3);
+        v.extend_from_slice(&p[..p.len().min(56)]);
+    }
+    o.put("srp_login", "ib_srp-logins", &v);
+    let mut v = vec![0x43, 0x54, 0x20, 64, 128, 0xFF, 0, 0];
+    v.push(8);
+    v.extend_from_slice(&ib_srp_login(target).encode_ib());
+    o.put("srp_login", "ib_srp-ib-cm-acl", &v);
+}
+
+// ------------------------------------------------------------------------------------ RPC
+
+fn rpc_seeds(o: &Out, captures: &[(String, Vec<u8>)]) {
+    let rig = rtgt_fuzz::live::RpcRig::new();
+    let methods: Vec<&str> = rig.table.methods().into_iter().map(|m| m.name).collect();
+    let mut params_seed = vec![0u8];
+    let mut n = 0;
+    for (name, bytes) in captures {
+        let mut v = vec![0x2Au8];
+        v.extend_from_slice(bytes);
+        o.put("rpc_framing", name, &v);
+        o.put("rpc_stream", name, &v);
+        // rpc_params: each captured call as [method][mode 0][len][params text].
+        let mut s = rpc::framing::Scanner::new();
+        while let rpc::framing::Scan::Complete { start, end } = s.next(bytes) {
+            let Ok(req) = serde_json::from_slice::<serde_json::Value>(&bytes[start..end]) else {
+                continue;
+            };
+            let Some(i) = req["method"]
+                .as_str()
+                .and_then(|m| methods.iter().position(|x| *x == m))
+            else {
+                continue;
+            };
+            let p = req.get("params").map(|p| p.to_string()).unwrap_or_default();
+            let mut call = vec![i as u8, if req.get("params").is_some() { 0 } else { 1 }];
+            call.extend_from_slice(&(p.len() as u16).to_le_bytes());
+            call.extend_from_slice(p.as_bytes());
+            let mut one = vec![0u8];
+            one.extend_from_slice(&call);
+            o.put("rpc_params", &format!("{name}-{i:03}"), &one);
+            if n < 12 {
+                params_seed.extend_from_slice(&call);
+                n += 1;
+            }
+        }
+    }
+    o.put("rpc_params", "sequence", &params_seed);
+    // A batch, a notification and a pretty-printed multi-request stream.
+    let batch = br#"[{"jsonrpc":"2.0","method":"spdk_get_version","id":1},{"jsonrpc":"2.0","method":"bdev_get_bdevs"},{"jsonrpc":"2.0","method":"nvmf_get_subsystems","id":"x"}]"#;
+    let mut v = vec![3u8];
+    v.extend_from_slice(batch);
+    o.put("rpc_framing", "batch", &v);
+    o.put("rpc_stream", "batch", &v);
+}
+
+fn read_dir(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut v: Vec<(String, Vec<u8>)> = fs::read_dir(dir)
+        .map(|it| {
+            it.filter_map(Result::ok)
+                .filter(|e| e.path().extension().is_some_and(|x| x == "bin"))
+                .map(|e| {
+                    let name = e
+                        .path()
+                        .file_stem()
+                        .unwrap_or_default()
+                        .to_string_lossy()
+                        .into_owned();
+                    (name, fs::read(e.path()).expect("capture"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Captured wire records (see `captures/extract.py`).
+#[derive(Default)]
+struct Wire {
+    /// `nvme-*.bin`: capsules (64-byte SQE + in-capsule data).
+    nvme: Vec<(Sqe, Vec<u8>)>,
+    /// `connect-*.bin`: Connect SQE + 1024 bytes of data.
+    connects: Vec<Vec<u8>>,
+    /// `cm-*.bin`: NVMe/RDMA CM private data.
+    cm: Vec<Vec<u8>>,
+    /// `srp-iu-*.bin`: SRP IUs.
+    ius: Vec<Vec<u8>>,
+    /// `srp-login-*.bin`: SRP login private data.
+    logins: Vec<Vec<u8>>,
+}
+
+fn wire_captures(dir: &Path) -> Wire {
+    let mut w = Wire::default();
+    for (name, b) in read_dir(dir) {
+        if name.starts_with("connect-") {
+            w.connects.push(b);
+        } else if name.starts_with("cm-") {
+            w.cm.push(b);
+        } else if name.starts_with("nvme-") {
+            if let Some(s) = Sqe::from_bytes(&b) {
+                w.nvme.push((s, b[64..].to_vec()));
+            }
+        } else if name.starts_with("srp-iu-") {
+            w.ius.push(b);
+        } else if name.starts_with("srp-login-") {
+            w.logins.push(b);
+        }
+    }
+    w
+}
+
+fn main() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("seeds");
+    let o = Out { root: root.clone() };
+    let w = wire_captures(&root.join("captures/wire"));
+    nvme_seeds(&o, &w);
+    srp_seeds(&o, &w.ius, &w.logins);
+    rpc_seeds(&o, &read_dir(&root.join("captures/rpc")));
+    println!(
+        "seeds written to {} (captured: {} capsules, {} Connects, {} CM records, {} SRP IUs, {} logins)",
+        root.display(),
+        w.nvme.len(),
+        w.connects.len(),
+        w.cm.len(),
+        w.ius.len(),
+        w.logins.len()
+    );
+}

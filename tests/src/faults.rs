@@ -1,0 +1,429 @@
+//! Helpers of the fault-injection and soak tests: resource baselines that must come back after
+//! a fault, witness hosts that keep doing verified I/O on another subsystem while a fault
+//! hits someone else, and the process's resident memory and open file descriptors.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use target_core::bdev::{Bdev, MallocBdev, MallocParams};
+use transport_rdma::PgResources;
+
+use crate::gate::{Gate, GateBdev};
+use crate::nvme_host::{HostCtrl, HostQueue, Mode, NvmfEnv, Workload, write_read_verify};
+use crate::srp_initiator::{self, SrpFixture, SrpInitiator};
+
+/// What must be back after a fault: per poll group the RDMA transport's resources and the
+/// core's connection and I/O counters, and the buffer pools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NvmfSnapshot {
+    /// Per poll group: queue pairs, busy requests, receive slots not posted to the adapter.
+    /// (Slot totals are left out: a poll group sets up a device's shared receive queue and
+    /// its requests on its first connection and keeps them; the buffer caches too: buffers
+    /// move between pool and cache.)
+    pub pgs: Vec<(usize, usize, usize)>,
+    /// Small and large buffers: free + cached, and the totals.
+    pub bufs: (usize, usize, usize, usize),
+    /// Per poll group: current admin, I/O and unassociated queue pairs, pending bdev I/O.
+    pub counters: Vec<(u64, u64, u64, u64)>,
+}
+
+/// Takes an [`NvmfSnapshot`].
+pub fn nvmf_snapshot(e: &NvmfEnv) -> NvmfSnapshot {
+    let pgs: Vec<PgResources> = e.pg_resources();
+    let p = e.pools();
+    let cached_small: usize = pgs.iter().map(|r| r.cached_small).sum();
+    let cached_large: usize = pgs.iter().map(|r| r.cached_large).sum();
+    let stats = e.t.rt.block_on(e.t.target.stats());
+    let counters = stats["poll_groups"]
+        .as_array()
+        .expect("poll groups")
+        .iter()
+        .map(|g| {
+            let n = |k: &str| g[k].as_u64().unwrap_or(u64::MAX);
+            (
+                n("current_admin_qpairs"),
+                n("current_io_qpairs"),
+                n("current_unassociated_qpairs"),
+                n("pending_bdev_io"),
+            )
+        })
+        .collect();
+    NvmfSnapshot {
+        pgs: pgs
+            .iter()
+            .map(|r| (r.qpairs, r.requests_busy, r.receives - r.receives_posted))
+            .collect(),
+        bufs: (
+            p.small_free + cached_small,
+            p.small_total,
+            p.large_free + cached_large,
+            p.large_total,
+        ),
+        counters,
+    }
+}
+
+/// Waits until the target's resources are back at `base` (or fails the test with both).
+pub fn nvmf_wait_back(e: &NvmfEnv, base: &NvmfSnapshot, within: Duration, what: &str) {
+    let deadline = Instant::now() + within;
+    loop {
+        let now = nvmf_snapshot(e);
+        if now == *base {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: resources not back at their start values\n start {base:?}\n   now {now:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// No completion arrived for a command that was not outstanding (a request completed twice,
+/// or with a wrong CID), on any queue of `c`.
+pub fn assert_no_stray(c: &HostCtrl, what: &str) {
+    for q in std::iter::once(&c.admin).chain(c.io.iter()) {
+        assert!(
+            q.stray.is_empty(),
+            "{what}: completions for no outstanding command on queue {}: {:?}",
+            q.qid(),
+            q.stray
+        );
+    }
+}
+
+/// A host on its own subsystem that writes a fresh pattern and reads it back on every
+/// [`NvmfWitness::verify`]: the target keeps serving other hosts, and nothing a fault did
+/// elsewhere touched this host's data.
+pub struct NvmfWitness {
+    /// The witness's controller.
+    pub ctrl: HostCtrl,
+    round: u32,
+}
+
+/// The witness's subsystem.
+pub const WITNESS_NQN: &str = "nqn.2016-06.io.rtgt:witness";
+/// The witness's host NQN.
+pub const WITNESS_HOSTNQN: &str =
+    "nqn.2014-08.org.nvmexpress:uuid:99999999-8888-7777-6666-555555555555";
+
+impl NvmfWitness {
+    /// Creates the witness's subsystem (a 1 MiB malloc namespace) and connects it.
+    pub fn new(e: &NvmfEnv) -> Self {
+        e.subsystem(WITNESS_NQN, true, 2048, 512);
+        let mut o = e.opts(WITNESS_NQN);
+        o.hostnqn = WITNESS_HOSTNQN.into();
+        o.io_queues = 1;
+        o.io_depth = 16;
+        let ctrl = e.connect(o).expect("the witness connects");
+        let mut w = Self { ctrl, round: 0 };
+        w.verify();
+        w
+    }
+
+    /// Writes a new pattern over its namespace and reads it back (all three data paths in
+    /// turn); fails the test on any error or mismatch.
+    pub fn verify(&mut self) {
+        self.round += 1;
+        let mode = [Mode::InCapsule, Mode::Keyed, Mode::KeyedInvalidate][self.round as usize % 3];
+        let w = Workload {
+            nsid: 1,
+            bs: 512,
+            lba0: 0,
+            blocks: 8,
+            count: 32,
+            qd: 8,
+            seed: 0x5000 + self.round,
+        };
+        write_read_verify(&mut self.ctrl.io[0], &w, mode)
+            .unwrap_or_else(|e| panic!("witness round {}: {e}", self.round));
+        assert_no_stray(&self.ctrl, "witness");
+    }
+}
+
+/// A malloc bdev behind a gate, registered on `e`'s target as `name`.
+pub fn gated_bdev(e: &NvmfEnv, name: &str, blocks: u64, bs: u32) -> Arc<Gate> {
+    let inner: Arc<dyn Bdev> = MallocBdev::create(MallocParams {
+        name: format!("{name}_inner"),
+        num_blocks: blocks,
+        block_size: bs,
+        physical_block_size: 0,
+        uuid: None,
+        optimal_io_boundary: 0,
+    })
+    .expect("malloc");
+    let (b, gate) = GateBdev::new(name, inner);
+    e.t.target.bdevs().register(b).expect("register");
+    gate
+}
+
+/// Polls `q` until every CID in `cids` completed (any status) or the queue is gone.
+pub fn drain(q: &mut HostQueue, cids: &[u16], within: Duration) {
+    let deadline = Instant::now() + within;
+    for &cid in cids {
+        while !q.is_done(cid) && !q.is_disconnected() {
+            if q.poll().is_err() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "CID {cid:#x} never completed");
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let _ = q.take(cid);
+    }
+}
+
+// ---------------------------------------------------------------------------------------- SRP
+
+/// The SRP counters that must come back: channels and sessions on the transport, and per poll
+/// group connections, bdev I/O, waiting requests, free data buffers and posted SRQ receives.
+pub fn srp_snapshot(fx: &SrpFixture) -> serde_json::Value {
+    let s = fx.stats();
+    let pgs: Vec<serde_json::Value> = s["poll_groups"]
+        .as_array()
+        .expect("poll groups")
+        .iter()
+        .map(|pg| {
+            let srp: Vec<serde_json::Value> = pg["transports"]
+                .as_array()
+                .expect("transports")
+                .iter()
+                .filter(|t| t["trtype"] == "SRP")
+                .map(|t| {
+                    serde_json::json!({
+                        "channels": t["channels"],
+                        "waiting_for_buffers": t["waiting_for_buffers"],
+                        "devices": t["devices"].as_array().map(|ds| ds.iter().map(|d| serde_json::json!({
+                            "free_data_buffers": d["free_data_buffers"],
+                            "srq_posted": d["srq_posted"],
+                        })).collect::<Vec<_>>()),
+                    })
+                })
+                .collect();
+            serde_json::json!({
+                "current_io_qpairs": pg["current_io_qpairs"],
+                "current_unassociated_qpairs": pg["current_unassociated_qpairs"],
+                "pending_bdev_io": pg["pending_bdev_io"],
+                "srp": srp,
+            })
+        })
+        .collect();
+    let t = fx.t.target.transport("SRP").expect("SRP").1.stats();
+    serde_json::json!({
+        "channels": t["channels"],
+        "sessions": t["sessions"],
+        "poll_groups": pgs,
+    })
+}
+
+/// Waits until the SRP counters are back at `base`.
+pub fn srp_wait_back(fx: &SrpFixture, base: &serde_json::Value, within: Duration, what: &str) {
+    let deadline = Instant::now() + within;
+    loop {
+        let now = srp_snapshot(fx);
+        if now == *base {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: SRP resources not back at their start values\n start {base}\n   now {now}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// An SRP initiator logged in to a second subsystem (another target port) of `fx`'s target,
+/// verifying its own data on every [`SrpWitness::verify`].
+pub struct SrpWitness {
+    /// The witness initiator.
+    pub ini: SrpInitiator,
+    round: u64,
+}
+
+/// The witness's SRP subsystem.
+pub const SRP_WITNESS_NQN: &str = "nqn.2016-06.io.rtgt:srpwitness";
+const SRP_WITNESS_GUID: u64 = 0x0002_c903_00ff_0001;
+
+impl SrpWitness {
+    /// Creates the witness's subsystem on the fixture's listener address and logs in.
+    pub fn new(fx: &SrpFixture) -> Self {
+        let mut p = target_core::target::SubsystemParams::new(SRP_WITNESS_NQN);
+        p.allow_any_host = true;
+        p.srp_port_id = Some((SRP_WITNESS_GUID, SRP_WITNESS_GUID));
+        fx.t.rt
+            .block_on(fx.t.target.create_subsystem(p))
+            .expect("witness subsystem");
+        fx.t.malloc("SrpWitness0", 2048, srp_initiator::BS);
+        fx.t.add_ns(SRP_WITNESS_NQN, "SrpWitness0");
+        let addr = target_core::target::ListenAddr::new(
+            "SRP",
+            target_core::target::AdrFam::Ipv4,
+            crate::TARGET_IP,
+            &fx.addr.port().to_string(),
+        );
+        fx.t.rt
+            .block_on(fx.t.target.add_listener(SRP_WITNESS_NQN, addr))
+            .expect("witness listener");
+        let mut lp = fx.params(0x7777);
+        lp.target = transport_srp::proto::PortId::from_halves(SRP_WITNESS_GUID, SRP_WITNESS_GUID);
+        let ini = fx.login_with(&lp).expect("the witness logs in");
+        let mut w = Self { ini, round: 0 };
+        w.verify();
+        w
+    }
+
+    /// Writes a fresh pattern (direct, indirect and immediate descriptors in turn) and reads it
+    /// back into poisoned memory.
+    pub fn verify(&mut self) {
+        use srp_initiator::{BS, Layout};
+        self.round += 1;
+        let mut layout =
+            [Layout::Direct, Layout::Indirect, Layout::Immediate][self.round as usize % 3];
+        if layout == Layout::Immediate && !self.ini.immediate() {
+            // Declined at login (a shared receive queue): direct descriptors instead.
+            layout = Layout::Direct;
+        }
+        for k in 0..4u32 {
+            let d = srp_initiator::pattern(self.round * 16 + u64::from(k), 4096);
+            let r = self
+                .ini
+                .write(0, k * 8, BS, 0, &d, layout)
+                .unwrap_or_else(|e| panic!("witness write: {e}"));
+            assert_eq!(r.status, 0, "witness write: {r:?}");
+            self.ini.mem()[1 << 20..(1 << 20) + 4096].fill(0xE5);
+            let (r, back) = self
+                .ini
+                .read(0, k * 8, BS, 8, 1 << 20, Layout::Direct)
+                .unwrap_or_else(|e| panic!("witness read: {e}"));
+            assert_eq!(r.status, 0, "witness read: {r:?}");
+            assert!(back == d, "witness round {}: data mismatch", self.round);
+        }
+        assert_eq!(self.ini.outstanding(), 0, "witness: responses missing");
+    }
+}
+
+// ------------------------------------------------------------------------------- the process
+
+/// Resident set size of this process in KiB (`VmRSS` of /proc/self/status).
+pub fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Open file descriptors of this process (entries of /proc/self/fd).
+pub fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Bytes the allocator has handed out and not got back (glibc `mallinfo2`: in-use heap
+/// chunks of every arena plus mmapped chunks), in KiB: the live heap, free of the allocator's
+/// caching that RSS also shows.
+pub fn heap_in_use_kib() -> u64 {
+    // SAFETY: mallinfo2 only reads the allocator's statistics into the returned struct.
+    let m = unsafe { libc::mallinfo2() };
+    ((m.uordblks + m.hblkhd) / 1024) as u64
+}
+
+/// One sample: cycle, VmRSS (KiB), open fds, live heap (KiB).
+type Sample = (usize, u64, usize, u64);
+
+/// Samples of RSS, open fds and the live heap over a soak, and the stability verdict.
+#[derive(Debug, Default)]
+pub struct Soak {
+    name: &'static str,
+    samples: Vec<Sample>,
+}
+
+impl Soak {
+    /// A soak named `name` (for the printed report).
+    pub fn new(name: &'static str) -> Self {
+        Self {
+            name,
+            samples: Vec::new(),
+        }
+    }
+
+    /// Records RSS and fds after cycle `i`. Memory the program freed is first handed back
+    /// to the system (glibc keeps freed heap pages, per thread arena, and moves its mmap
+    /// threshold up after large frees, so without this RSS follows the allocator's history
+    /// rather than what is live).
+    pub fn sample(&mut self, i: usize) {
+        // SAFETY: malloc_trim only releases free memory of the allocator's own heaps; it
+        // touches no memory the program holds and is safe to call from any thread.
+        unsafe {
+            libc::malloc_trim(0);
+        }
+        self.samples
+            .push((i, rss_kib(), open_fds(), heap_in_use_kib()));
+    }
+
+    /// Checks stability after the warm-up (the samples of the first `warmup` cycles are only
+    /// reported): open fds exactly back at the post-warm-up value; the live heap at most
+    /// `heap_slack_kib` above it (a leak of a few hundred bytes per cycle exceeds that over
+    /// the run); VmRSS at most `rss_slack_kib` above it (RSS moves by whole buffers the test
+    /// hosts map and unmap, so it is the coarse check). Prints the figures.
+    pub fn assert_stable(&self, warmup: usize, heap_slack_kib: u64, rss_slack_kib: u64) {
+        let after: Vec<&Sample> = self.samples.iter().filter(|s| s.0 >= warmup).collect();
+        let (first, last) = (
+            after.first().expect("samples"),
+            after.last().expect("samples"),
+        );
+        let max_rss = after.iter().map(|s| s.1).max().unwrap_or(0);
+        let max_fds = after.iter().map(|s| s.2).max().unwrap_or(0);
+        let max_heap = after.iter().map(|s| s.3).max().unwrap_or(0);
+        println!(
+            "soak {}: live heap per 100 cycles (KiB): {:?}",
+            self.name,
+            self.samples.iter().map(|s| s.3).collect::<Vec<_>>()
+        );
+        println!(
+            "soak {}: {} cycles; after the warm-up (cycle {} -> {}): open fds {} -> {} (max {}), live heap {} -> {} KiB (max {}, slack {}), VmRSS {} -> {} KiB (max {}, slack {})",
+            self.name,
+            last.0 + 1,
+            first.0,
+            last.0,
+            first.2,
+            last.2,
+            max_fds,
+            first.3,
+            last.3,
+            max_heap,
+            heap_slack_kib,
+            first.1,
+            last.1,
+            max_rss,
+            rss_slack_kib,
+        );
+        assert_eq!(
+            (last.2, max_fds),
+            (first.2, first.2),
+            "{}: open fds moved: {:?}",
+            self.name,
+            self.samples
+        );
+        assert!(
+            max_heap <= first.3 + heap_slack_kib,
+            "{}: the live heap grew from {} KiB to {} KiB: {:?}",
+            self.name,
+            first.3,
+            max_heap,
+            self.samples
+        );
+        assert!(
+            max_rss <= first.1 + rss_slack_kib,
+            "{}: RSS grew from {} KiB to {} KiB: {:?}",
+            self.name,
+            first.1,
+            max_rss,
+            self.samples
+        );
+    }
+}
