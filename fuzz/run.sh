@@ -17,8 +17,9 @@ cd "$(dirname "$0")"
 SECS=${1:-15}
 [ $# -gt 0 ] && shift
 TARGETS="$*"
-[ -n "$TARGETS" ] || TARGETS="$(sed -n 's/^name = "\(.*\)"$/\1/p' Cargo.toml | grep -v '^rtgt-fuzz$')"
 export RUSTC_BOOTSTRAP=1
+# The fuzz targets are the crate's [[bin]]s (not its examples, such as gen_seeds).
+[ -n "$TARGETS" ] || TARGETS="$(cargo fuzz list)"
 TDIR=${CARGO_TARGET_DIR:-$PWD/../target}/fuzz
 SAN=${FUZZ_SANITIZER:-address}
 # Large, legitimate allocations (a transport's buffer pools) must fail gracefully, not abort.
