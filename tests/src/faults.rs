@@ -2,6 +2,7 @@
 //! a fault, witness hosts that keep doing verified I/O on another subsystem while a fault
 //! hits someone else, and the process's resident memory and open file descriptors.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -426,4 +427,51 @@ impl Soak {
             self.samples
         );
     }
+}
+
+/// Sends an RDMA CM connect request carrying `private_data` from `src` to `to` the way an
+/// initiator does (address and route resolved, a queue pair created), then vanishes: the
+/// identifier and queue pair are dropped before any answer arrives.
+pub fn cm_request_then_vanish(
+    fabric: &fabric::Fabric,
+    src: Option<SocketAddr>,
+    to: SocketAddr,
+    private_data: &[u8],
+    responder_resources: u8,
+) {
+    use fabric::{CmEventKind, ConnParam, QpCap, QpInit};
+    let ch = fabric.create_event_channel().expect("channel");
+    let id = ch.create_id().expect("id");
+    id.resolve_addr(src, to, 1000).expect("resolve");
+    let wait = |ch: &fabric::EventChannel| loop {
+        if let Some(ev) = ch.get_event().expect("event") {
+            return ev;
+        }
+        fabric::wait_readable(ch.fd(), Duration::from_secs(5)).expect("wait");
+    };
+    assert!(matches!(wait(&ch).kind, CmEventKind::AddrResolved));
+    let dev = id.device().expect("device");
+    let pd = dev.alloc_pd().expect("pd");
+    let cq = dev.create_cq(64, None).expect("cq");
+    let _qp = id
+        .create_qp(&QpInit {
+            pd: &pd,
+            send_cq: &cq,
+            recv_cq: &cq,
+            srq: None,
+            cap: QpCap::default(),
+            sq_sig_all: false,
+        })
+        .expect("qp");
+    id.resolve_route(1000).expect("route");
+    assert!(matches!(wait(&ch).kind, CmEventKind::RouteResolved));
+    id.connect(&ConnParam {
+        private_data,
+        responder_resources,
+        initiator_depth: 0,
+        retry_count: 7,
+        rnr_retry_count: 7,
+    })
+    .expect("connect");
+    // Everything is dropped here, before any answer.
 }

@@ -13,7 +13,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabric::{CmEventKind, CompletionMatch, ConnParam, QpCap, QpInit};
+use fabric::CompletionMatch;
 use rtgt_tests::faults::*;
 use rtgt_tests::gate::Gate;
 use rtgt_tests::nvme_host::*;
@@ -48,45 +48,6 @@ fn admin_queue(e: &NvmfEnv) -> HostQueue {
     .expect("admin queue")
 }
 
-/// An RDMA CM connect request with `private_data` whose sender vanishes (destroys its
-/// identifier and queue pair) right after sending it, before the target can accept.
-fn cm_request_then_vanish(e: &NvmfEnv, private_data: &[u8]) {
-    let ch = e.t.fabric.create_event_channel().expect("channel");
-    let id = ch.create_id().expect("id");
-    id.resolve_addr(src(), e.to, 1000).expect("resolve");
-    let wait = |ch: &fabric::EventChannel| loop {
-        if let Some(ev) = ch.get_event().expect("event") {
-            return ev;
-        }
-        fabric::wait_readable(ch.fd(), Duration::from_secs(5)).expect("wait");
-    };
-    assert!(matches!(wait(&ch).kind, CmEventKind::AddrResolved));
-    let dev = id.device().expect("device");
-    let pd = dev.alloc_pd().expect("pd");
-    let cq = dev.create_cq(64, None).expect("cq");
-    let _qp = id
-        .create_qp(&QpInit {
-            pd: &pd,
-            send_cq: &cq,
-            recv_cq: &cq,
-            srq: None,
-            cap: QpCap::default(),
-            sq_sig_all: false,
-        })
-        .expect("qp");
-    id.resolve_route(1000).expect("route");
-    assert!(matches!(wait(&ch).kind, CmEventKind::RouteResolved));
-    id.connect(&ConnParam {
-        private_data,
-        responder_resources: 16,
-        initiator_depth: 0,
-        retry_count: 7,
-        rnr_retry_count: 7,
-    })
-    .expect("connect");
-    // Everything is dropped here, before any answer.
-}
-
 /// Connects the way Linux does, but stops (the host vanishes) after step `cut`:
 /// 0 CM request (admin), 1 established, 2 Connect sent, 3 Connect answered, 4 CAP read,
 /// 5 CC.EN=1, 6 Identify, 7 Set Features (queues), 8 I/O queue CM request, 9 I/O queue
@@ -101,7 +62,7 @@ fn connect_until(e: &NvmfEnv, cut: usize) {
     }
     .encode();
     if cut == 0 {
-        cm_request_then_vanish(e, &admin_pd);
+        cm_request_then_vanish(&e.t.fabric, src(), e.to, &admin_pd, 16);
         return;
     }
     let o = e.opts(NQN);
@@ -170,7 +131,7 @@ fn connect_until(e: &NvmfEnv, cut: usize) {
     }
     .encode();
     if cut == 8 {
-        cm_request_then_vanish(e, &io_pd);
+        cm_request_then_vanish(&e.t.fabric, src(), e.to, &io_pd, 16);
         // The admin queue stays until the I/O queue's attempt is over on the target.
         std::thread::sleep(Duration::from_millis(50));
         return;

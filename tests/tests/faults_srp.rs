@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use fabric::{CmEventKind, CompletionMatch, ConnParam, QpCap, QpInit};
+use fabric::CompletionMatch;
 use rtgt_tests::faults::*;
 use rtgt_tests::srp_initiator::{
     BS, Data, Layout, SrpFixture, SrpInitiator, cdb, pattern, rw10, split,
@@ -63,40 +63,8 @@ fn login_request_then_vanish(fx: &SrpFixture, ini: u64) {
         initiator_port_id: p.initiator,
         target_port_id: p.target,
     };
-    let ch = fx.t.fabric.create_event_channel().expect("channel");
-    let id = ch.create_id().expect("id");
     let src = Some(SocketAddr::new(HOST_IP.parse().expect("ip"), 0));
-    id.resolve_addr(src, fx.addr, 1000).expect("resolve");
-    let wait = |ch: &fabric::EventChannel| loop {
-        if let Some(ev) = ch.get_event().expect("event") {
-            return ev;
-        }
-        fabric::wait_readable(ch.fd(), Duration::from_secs(5)).expect("wait");
-    };
-    assert!(matches!(wait(&ch).kind, CmEventKind::AddrResolved));
-    let dev = id.device().expect("device");
-    let pd = dev.alloc_pd().expect("pd");
-    let cq = dev.create_cq(64, None).expect("cq");
-    let _qp = id
-        .create_qp(&QpInit {
-            pd: &pd,
-            send_cq: &cq,
-            recv_cq: &cq,
-            srq: None,
-            cap: QpCap::default(),
-            sq_sig_all: true,
-        })
-        .expect("qp");
-    id.resolve_route(1000).expect("route");
-    assert!(matches!(wait(&ch).kind, CmEventKind::RouteResolved));
-    id.connect(&ConnParam {
-        private_data: &req.encode_rdma_cm(),
-        responder_resources: 4,
-        initiator_depth: 0,
-        retry_count: 7,
-        rnr_retry_count: 7,
-    })
-    .expect("connect");
+    cm_request_then_vanish(&fx.t.fabric, src, fx.addr, &req.encode_rdma_cm(), 4);
 }
 
 /// Counts responses per tag and checks none was answered more often than sent.
