@@ -220,25 +220,31 @@ impl DelayBdev {
 
     /// Changes a latency (microseconds). I/O the base completes from now on is held for the new
     /// value; I/O already held keeps its release time. No check against the other latencies
-    /// (SPDK makes none either).
+    /// (SPDK makes none either: a p99 latency may be left below its average, which
+    /// [`Bdev::config`] saves as the average, see there).
     pub fn set_latency(&self, which: DelayLatency, us: u64) {
         self.latencies.set(which, us);
         tracing::info!("delay bdev {}: {which} latency {us} us", self.name);
     }
 
-    /// `{name, base_bdev_name, uuid, avg_read_latency, ...}`: the parameters of
-    /// `bdev_delay_create` and the `delay` object of `driver_specific`, with the latencies in
-    /// force.
-    fn params_json(&self) -> serde_json::Value {
+    /// `{name, base_bdev_name, uuid, avg_read_latency, ...}` with the latencies in force: the
+    /// `delay` object of `driver_specific`, and, with `creatable`, the parameters of the
+    /// `bdev_delay_create` that recreates the bdev (a p99 latency below its average then
+    /// becomes the average, as `bdev_delay_create` refuses p99 < average).
+    fn params_json(&self, creatable: bool) -> serde_json::Value {
         let l = |x| self.latencies.get(x);
+        let p99 = |p99, avg| {
+            let (p99, avg) = (l(p99), l(avg));
+            if creatable { p99.max(avg) } else { p99 }
+        };
         json!({
             "name": self.name,
             "base_bdev_name": self.base.name(),
             "uuid": self.uuid.to_string(),
             "avg_read_latency": l(DelayLatency::AvgRead),
-            "p99_read_latency": l(DelayLatency::P99Read),
+            "p99_read_latency": p99(DelayLatency::P99Read, DelayLatency::AvgRead),
             "avg_write_latency": l(DelayLatency::AvgWrite),
-            "p99_write_latency": l(DelayLatency::P99Write),
+            "p99_write_latency": p99(DelayLatency::P99Write, DelayLatency::AvgWrite),
         })
     }
 }
@@ -275,11 +281,14 @@ impl Bdev for DelayBdev {
             seed(),
         )))
     }
+    /// `bdev_delay_create` with the latencies in force. SPDK saves a p99 latency left below its
+    /// average by `bdev_delay_update_latency` as it is, and then cannot load its own
+    /// configuration; rtgt saves the average instead, so that save_config always loads.
     fn config(&self) -> serde_json::Value {
-        json!({"method": "bdev_delay_create", "params": self.params_json()})
+        json!({"method": "bdev_delay_create", "params": self.params_json(true)})
     }
     fn driver_specific(&self) -> serde_json::Value {
-        json!({ "delay": self.params_json() })
+        json!({ "delay": self.params_json(false) })
     }
     fn destroy(&self) {
         if let Some(reg) = self.registry.upgrade() {
@@ -551,6 +560,11 @@ mod tests {
             json!(0),
             "the latencies in force are shown"
         );
+        // A p99 left below its average is shown as it is, and saved as the average.
+        d.set_latency(DelayLatency::AvgWrite, 7);
+        assert_eq!(d.driver_specific()["delay"]["p99_write_latency"], json!(0));
+        assert_eq!(d.config()["params"]["p99_write_latency"], json!(7));
+        assert_eq!(d.config()["params"]["p99_read_latency"], json!(0));
     }
 
     #[test]
