@@ -554,6 +554,28 @@ mod tests {
             r#"{"per_channel":false,"names":["a","b"]}"#
         );
         assert_eq!(req("bdev_malloc_delete Malloc0"), r#"{"name":"Malloc0"}"#);
+        // rpc.py's keyword order: base, name, uuid, then the four latencies.
+        assert_eq!(
+            req(
+                "bdev_delay_create -b Malloc0 -d Delay0 -r 10 -t 20 -w 30 -n 40 -u 3f9c4a9b-1f0e-4a63-9d7e-2a4c5e6f7a8b"
+            ),
+            r#"{"base_bdev_name":"Malloc0","name":"Delay0","uuid":"3f9c4a9b-1f0e-4a63-9d7e-2a4c5e6f7a8b","avg_read_latency":10,"p99_read_latency":20,"avg_write_latency":30,"p99_write_latency":40}"#
+        );
+        assert_eq!(
+            req(
+                "bdev_delay_create --base-bdev-name M --name D --avg-read-latency 1 --nine-nine-read-latency 2 --avg-write-latency 3 --nine-nine-write-latency 4"
+            ),
+            r#"{"base_bdev_name":"M","name":"D","avg_read_latency":1,"p99_read_latency":2,"avg_write_latency":3,"p99_write_latency":4}"#
+        );
+        assert!(
+            err("bdev_delay_create -b M -d D -r 1 -t 2 -w 3").contains("--nine-nine-write-latency")
+        );
+        assert_eq!(req("bdev_delay_delete Delay0"), r#"{"name":"Delay0"}"#);
+        assert_eq!(
+            req("bdev_delay_update_latency Delay0 p99_write 200000"),
+            r#"{"delay_bdev_name":"Delay0","latency_type":"p99_write","latency_us":200000}"#
+        );
+        assert!(err("bdev_delay_update_latency Delay0 max_read 1").contains("max_read"));
     }
 
     #[test]

@@ -64,7 +64,7 @@ pub enum Complete {
     Bdev,
     /// Names of bdevs not claimed by a namespace.
     FreeBdev,
-    /// Names of bdevs of one product (`Malloc disk`, `Null disk`, `AIO disk`).
+    /// Names of bdevs of one product (`Malloc disk`, `Null disk`, `AIO disk`, `delay`).
     BdevOf(&'static str),
     /// Transport types that exist (`RDMA`, `SRP`).
     Transport,
@@ -465,6 +465,23 @@ pub const METHODS: &[MethodSpec] = &[
     ]),
     m("bdev_aio_delete", "Delete an aio bdev", &[
         pos(0, "name", Str, "Aio bdev name").comp(Complete::BdevOf("AIO disk")),
+    ]),
+    m("bdev_delay_create", "Add a delay bdev on an existing bdev", &[
+        o('b', "base-bdev-name", "base_bdev_name", Str, "Name of the existing bdev").req().comp(Complete::FreeBdev),
+        o('d', "name", "name", Str, "Name of the delay bdev").req(),
+        o('u', "uuid", "uuid", Str, "UUID of the bdev"),
+        o('r', "avg-read-latency", "avg_read_latency", Int, "Average latency of reads, in microseconds").req(),
+        o('t', "nine-nine-read-latency", "p99_read_latency", Int, "Latency of 1 read in 100, in microseconds").req(),
+        o('w', "avg-write-latency", "avg_write_latency", Int, "Average latency of writes, in microseconds").req(),
+        o('n', "nine-nine-write-latency", "p99_write_latency", Int, "Latency of 1 write in 100, in microseconds").req(),
+    ]),
+    m("bdev_delay_delete", "Delete a delay bdev", &[
+        pos(0, "name", Str, "Delay bdev name").comp(Complete::BdevOf("delay")),
+    ]),
+    m("bdev_delay_update_latency", "Update one of the latencies of a delay bdev", &[
+        pos(0, "delay_bdev_name", Str, "Name of the delay bdev").comp(Complete::BdevOf("delay")),
+        pos(1, "latency_type", Choice(&["avg_read", "avg_write", "p99_read", "p99_write"]), "Latency to update"),
+        pos(2, "latency_us", Int, "New latency in microseconds"),
     ]),
     m("bdev_get_bdevs", "Display all bdevs or one", &[
         o('b', "name", "name", Str, "Name of the bdev").comp(Complete::Bdev),

@@ -89,6 +89,16 @@ def test_bdev_commands(daemon, tmp_path):
     assert {"Null0", "aio0"} <= names and len(names) == 3
     json.loads(ok(daemon, "bdev_get_iostat"))
     ok(daemon, "bdev_wait_for_examine")
+    # A delay bdev over Null0: created (name printed), latency updated (true), deleted (silent).
+    assert ok(daemon, "bdev_delay_create", "-b", "Null0", "-d", "Delay0", "-r", "10", "-t", "20", "-w", "30", "-n", "40") == "Delay0\n"
+    (d,) = json.loads(ok(daemon, "bdev_get_bdevs", "-b", "Delay0"))
+    assert (d["product_name"], d["num_blocks"]) == ("delay", 25600)
+    assert ok(daemon, "bdev_delay_update_latency", "Delay0", "p99_write", "50") == "true\n"
+    (d,) = json.loads(ok(daemon, "bdev_get_bdevs", "-b", "Delay0"))
+    assert d["driver_specific"]["delay"]["p99_write_latency"] == 50
+    line = fails(daemon, "bdev_delay_update_latency", "Nope", "avg_read", "1")
+    assert "Nope" in line and "(code -32602)" in line
+    assert ok(daemon, "bdev_delay_delete", "Delay0") == ""
     for kind, name in (("null", "Null0"), ("aio", "aio0")):
         assert ok(daemon, f"bdev_{kind}_delete", name) == ""
     line = fails(daemon, "bdev_null_delete", "Null0")
@@ -197,6 +207,14 @@ def test_dry_run_prints_rpc_py_requests():
         "filename": "/dev/sdb", "name": "aio0", "block_size": 4096, "readonly": False,
         "fallocate": False, "nowait": False,
     }
+    assert dry("bdev_delay_create", "-b", "Malloc0", "-d", "Delay0", "-r", "1", "-t", "2", "-w", "3", "-n", "4")["params"] == {
+        "base_bdev_name": "Malloc0", "name": "Delay0", "avg_read_latency": 1, "p99_read_latency": 2,
+        "avg_write_latency": 3, "p99_write_latency": 4,
+    }
+    assert dry("bdev_delay_update_latency", "Delay0", "avg_write", "200000")["params"] == {
+        "delay_bdev_name": "Delay0", "latency_type": "avg_write", "latency_us": 200000,
+    }
+    assert dry("bdev_delay_delete", "Delay0")["params"] == {"name": "Delay0"}
     assert dry("nvmf_subsystem_allow_any_host", NQN, "--allow-any-host")["params"] == {"nqn": NQN, "allow_any_host": True}
     assert dry("nvmf_subsystem_remove_ns", NQN, "1")["params"] == {"nqn": NQN, "nsid": 1}
     assert dry("rpc_get_methods")["params"] == {"current": False, "include_aliases": False}

@@ -108,3 +108,47 @@ def test_deleting_an_exported_bdev_removes_the_namespace(target):
     target.rpc("bdev_malloc_delete", "Malloc0")
     assert target.rpc("nvmf_get_subsystems", nqn)[0]["namespaces"] == []
     assert os.path.exists(target.sock)
+
+
+def test_delay_create_update_delete(target):
+    target.rpc("bdev_malloc_create", "16", "512", "-b", "Malloc0")
+    assert target.rpc("bdev_delay_create", "-b", "Malloc0", "-d", "Delay0",
+                      "-r", "10", "-t", "20", "-w", "30", "-n", "40") == "Delay0"
+    d = target.rpc("bdev_get_bdevs", "-b", "Delay0")[0]
+    assert BDEV_KEYS <= set(d)
+    assert d["product_name"] == "delay"
+    assert (d["block_size"], d["num_blocks"], d["claimed"]) == (512, 32768, False)
+    assert d["driver_specific"] == {"delay": {
+        "name": "Delay0", "base_bdev_name": "Malloc0", "uuid": d["uuid"],
+        "avg_read_latency": 10, "p99_read_latency": 20,
+        "avg_write_latency": 30, "p99_write_latency": 40,
+    }}
+    m = target.rpc("bdev_get_bdevs", "-b", "Malloc0")[0]
+    assert m["claimed"] is True and m["claim_type"] == "exclusive_write"
+
+    # rpc.py prints update_latency's result and nothing for delete.
+    assert target.rpc("bdev_delay_update_latency", "Delay0", "avg_read", "200000") is True
+    assert target.rpc("bdev_delay_update_latency", "Delay0", "p99_read", "200000") is True
+    lat = target.rpc("bdev_get_bdevs", "-b", "Delay0")[0]["driver_specific"]["delay"]
+    assert (lat["avg_read_latency"], lat["p99_read_latency"]) == (200000, 200000)
+    err = target.rpc_fail("bdev_delay_update_latency", "Nope", "avg_read", "1")
+    assert err.code == -32602 and "Nope" in err.message
+
+    err = target.rpc_fail("bdev_delay_create", "-b", "Malloc0", "-d", "Delay1",
+                          "-r", "0", "-t", "0", "-w", "0", "-n", "0")
+    assert err.code == -1 and "Malloc0" in err.message  # EPERM: the base is claimed
+    err = target.rpc_fail("bdev_delay_create", "-b", "Nope", "-d", "Delay1",
+                          "-r", "0", "-t", "0", "-w", "0", "-n", "0")
+    assert err.code == -19 and "Nope" in err.message
+    target.rpc("bdev_malloc_create", "16", "512", "-b", "Malloc1")
+    err = target.rpc_fail("bdev_delay_create", "-b", "Malloc1", "-d", "Delay1",
+                          "-r", "5", "-t", "4", "-w", "0", "-n", "0")
+    assert err.code == -22 and "Delay1" in err.message
+    err = target.rpc_fail("bdev_malloc_delete", "Malloc0")
+    assert err.code == -1 and "Delay0" in err.message
+
+    assert target.rpc("bdev_delay_delete", "Delay0") is None
+    err = target.rpc_fail("bdev_delay_delete", "Delay0")
+    assert err.code == -19
+    assert target.rpc("bdev_get_bdevs", "-b", "Malloc0")[0]["claimed"] is False
+    target.rpc("bdev_malloc_delete", "Malloc0")

@@ -124,6 +124,9 @@ fn rpc_get_methods_lists_every_method() {
         "bdev_null_delete",
         "bdev_aio_create",
         "bdev_aio_delete",
+        "bdev_delay_create",
+        "bdev_delay_delete",
+        "bdev_delay_update_latency",
         "bdev_get_bdevs",
         "bdev_get_iostat",
         "bdev_wait_for_examine",
@@ -413,6 +416,197 @@ fn aio_bdev_over_a_file() {
         json!(true)
     );
     let _ = std::fs::remove_file(&path);
+}
+
+/// The delay bdev: SPDK's parameters, results and error codes, the claim on its base, latency
+/// updates, and deletion (its namespaces first, then the claim on the base is released).
+#[test]
+fn delay_bdev_create_update_delete_and_errors() {
+    let r = Rig::runtime();
+    r.malloc("Malloc0");
+    r.malloc("Malloc1");
+    let create = |name: &str, base: &str, lat: [u64; 4]| {
+        json!({"base_bdev_name": base, "name": name, "avg_read_latency": lat[0],
+               "p99_read_latency": lat[1], "avg_write_latency": lat[2],
+               "p99_write_latency": lat[3]})
+    };
+    assert_eq!(
+        r.ok(
+            "bdev_delay_create",
+            create("Delay0", "Malloc0", [10, 20, 30, 40])
+        ),
+        json!("Delay0")
+    );
+    let d = &r.ok("bdev_get_bdevs", json!({"name": "Delay0"}))[0];
+    assert_eq!(d["product_name"], "delay");
+    assert_eq!(
+        (&d["block_size"], &d["num_blocks"]),
+        (&json!(512), &json!(2048))
+    );
+    assert_eq!(d["claimed"], false);
+    assert_eq!(d["supported_io_types"]["unmap"], true);
+    let uuid = d["uuid"].as_str().unwrap().to_string();
+    assert_eq!(
+        d["driver_specific"],
+        json!({"delay": {"name": "Delay0", "base_bdev_name": "Malloc0", "uuid": uuid,
+                         "avg_read_latency": 10, "p99_read_latency": 20,
+                         "avg_write_latency": 30, "p99_write_latency": 40}})
+    );
+    let m = &r.ok("bdev_get_bdevs", json!({"name": "Malloc0"}))[0];
+    assert_eq!(m["claimed"], true);
+    assert_eq!(
+        m["claimed_by"],
+        json!({"module": "bdev_delay", "holder": "Delay0"})
+    );
+
+    // Creation errors: SPDK's errno codes, messages naming the bdev.
+    assert_code(
+        &r.err("bdev_delay_create", create("Delay0", "Malloc1", [0; 4])),
+        -17,
+        "Delay0",
+    );
+    assert_code(
+        &r.err("bdev_delay_create", create("Delay1", "Nope", [0; 4])),
+        -19,
+        "Nope",
+    );
+    assert_code(
+        &r.err("bdev_delay_create", create("Delay1", "Malloc0", [0; 4])),
+        -1,
+        "Malloc0",
+    );
+    assert_code(
+        &r.err(
+            "bdev_delay_create",
+            create("Delay1", "Malloc1", [5, 4, 0, 0]),
+        ),
+        -22,
+        "Delay1",
+    );
+    assert_code(
+        &r.err(
+            "bdev_delay_create",
+            create("Delay1", "Malloc1", [0, 0, 5, 4]),
+        ),
+        -22,
+        "p99 write latency",
+    );
+    for bad in [
+        json!({"base_bdev_name": "Malloc1", "name": "Delay1"}),
+        json!({"base_bdev_name": "Malloc1", "name": "Delay1", "avg_read_latency": -1,
+               "p99_read_latency": 0, "avg_write_latency": 0, "p99_write_latency": 0}),
+        {
+            let mut c = create("Delay1", "Malloc1", [0; 4]);
+            c["uuid"] = json!("not-a-uuid");
+            c
+        },
+    ] {
+        assert_code(
+            &r.err("bdev_delay_create", bad),
+            -32603,
+            "spdk_json_decode_object failed",
+        );
+    }
+    assert_eq!(
+        r.ok("bdev_get_bdevs", json!({"name": "Malloc1"}))[0]["claimed"],
+        false,
+        "failed creations leave the base free"
+    );
+    let u = "3f9c4a9b-1f0e-4a63-9d7e-2a4c5e6f7a8b";
+    let mut c = create("Delay1", "Malloc1", [0; 4]);
+    c["uuid"] = json!(u);
+    assert_eq!(r.ok("bdev_delay_create", c), json!("Delay1"));
+    assert_eq!(
+        r.ok("bdev_get_bdevs", json!({"name": "Delay1"}))[0]["uuid"],
+        u
+    );
+
+    // Latency updates.
+    let update = |name: &str, ty: &str, us: i64| json!({"delay_bdev_name": name, "latency_type": ty, "latency_us": us});
+    for (ty, us) in [
+        ("avg_read", 200_000),
+        ("p99_read", 1),
+        ("avg_write", 3),
+        ("p99_write", 4),
+    ] {
+        assert_eq!(
+            r.ok("bdev_delay_update_latency", update("Delay0", ty, us)),
+            json!(true)
+        );
+    }
+    assert_eq!(
+        r.ok("bdev_get_bdevs", json!({"name": "Delay0"}))[0]["driver_specific"]["delay"]["avg_read_latency"],
+        200_000,
+        "no p99 >= avg check on update (SPDK has none)"
+    );
+    assert_code(
+        &r.err("bdev_delay_update_latency", update("Delay0", "max_read", 1)),
+        -32603,
+        "spdk_json_decode_object failed",
+    );
+    assert_code(
+        &r.err(
+            "bdev_delay_update_latency",
+            update("Delay0", "avg_read", -1),
+        ),
+        -32603,
+        "spdk_json_decode_object failed",
+    );
+    assert_code(
+        &r.err("bdev_delay_update_latency", update("Nope", "avg_read", 1)),
+        -32602,
+        "Nope",
+    );
+    assert_code(
+        &r.err(
+            "bdev_delay_update_latency",
+            update("Malloc1", "avg_read", 1),
+        ),
+        -32602,
+        "The requested bdev does not exist",
+    );
+
+    // The claimed base cannot be deleted; deleting the delay bdev removes its namespace and
+    // releases the base.
+    assert_code(
+        &r.err("bdev_malloc_delete", json!({"name": "Malloc0"})),
+        -1,
+        "Delay0",
+    );
+    r.subsystem(NQN);
+    r.ok(
+        "nvmf_subsystem_add_ns",
+        json!({"nqn": NQN, "namespace": {"bdev_name": "Delay0"}}),
+    );
+    assert_eq!(
+        r.ok("bdev_delay_delete", json!({"name": "Delay0"})),
+        json!(true)
+    );
+    let s = &r.ok("nvmf_get_subsystems", json!({"nqn": NQN}))[0];
+    assert_eq!(s["namespaces"], json!([]));
+    assert_eq!(
+        r.ok("bdev_get_bdevs", json!({"name": "Malloc0"}))[0]["claimed"],
+        false
+    );
+    assert_code(
+        &r.err("bdev_delay_delete", json!({"name": "Delay0"})),
+        -19,
+        "Delay0",
+    );
+    assert_code(
+        &r.err("bdev_delay_delete", json!({"name": "Malloc1"})),
+        -19,
+        "Malloc1",
+    );
+    assert_code(
+        &r.err("bdev_delay_delete", json!({})),
+        -32603,
+        "spdk_json_decode_object failed",
+    );
+    assert_eq!(
+        r.ok("bdev_malloc_delete", json!({"name": "Malloc0"})),
+        json!(true)
+    );
 }
 
 #[test]
@@ -922,6 +1116,16 @@ fn save_load_save_round_trip() {
         "bdev_null_create",
         json!({"name": "Null0", "num_blocks": 64, "block_size": 4096}),
     );
+    a.malloc("Malloc2");
+    a.ok(
+        "bdev_delay_create",
+        json!({"base_bdev_name": "Malloc2", "name": "Delay0", "avg_read_latency": 0,
+               "p99_read_latency": 0, "avg_write_latency": 10, "p99_write_latency": 20}),
+    );
+    a.ok(
+        "bdev_delay_update_latency",
+        json!({"delay_bdev_name": "Delay0", "latency_type": "avg_read", "latency_us": 5}),
+    );
     a.subsystem(NQN);
     a.ok(
         "nvmf_create_subsystem",
@@ -940,6 +1144,10 @@ fn save_load_save_round_trip() {
     a.ok(
         "nvmf_subsystem_add_ns",
         json!({"nqn": NQN, "namespace": {"bdev_name": "Null0"}}),
+    );
+    a.ok(
+        "nvmf_subsystem_add_ns",
+        json!({"nqn": NQN, "namespace": {"bdev_name": "Delay0"}}),
     );
     a.ok(
         "nvmf_subsystem_add_host",
@@ -971,8 +1179,39 @@ fn save_load_save_round_trip() {
             "nvmf_subsystem_add_ns",
             "nvmf_subsystem_add_ns",
             "nvmf_subsystem_add_ns",
+            "nvmf_subsystem_add_ns",
         ]
     );
+    // The bdev section creates each delay bdev after its base, with the latencies in force.
+    let bdev = saved["subsystems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["subsystem"] == "bdev")
+        .unwrap()["config"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let creates: Vec<&str> = bdev
+        .iter()
+        .filter_map(|c| c["params"]["name"].as_str())
+        .collect();
+    assert_eq!(
+        creates,
+        ["Malloc0", "Malloc1", "Null0", "Malloc2", "Delay0"],
+        "{bdev:?}"
+    );
+    let delay = bdev
+        .iter()
+        .find(|c| c["method"] == "bdev_delay_create")
+        .unwrap();
+    assert_eq!(delay["params"]["base_bdev_name"], "Malloc2");
+    assert_eq!(delay["params"]["avg_read_latency"], 5);
+    assert_eq!(
+        delay["params"]["p99_read_latency"], 5,
+        "a p99 left below its average is saved as the average (bdev_delay_create refuses less)"
+    );
+    assert_eq!(delay["params"]["p99_write_latency"], 20);
 
     let text = serde_json::to_string_pretty(&saved).unwrap();
     let cfg = load::parse(&text).unwrap();
@@ -984,7 +1223,7 @@ fn save_load_save_round_trip() {
     );
     b.state.set(RpcState::Runtime);
     let runtime = b.tt.rt.block_on(load::apply(&b.table, &cfg)).unwrap();
-    assert_eq!(runtime, 10);
+    assert_eq!(runtime, 13);
     assert_eq!(b.save(), saved);
     let again = serde_json::to_string_pretty(&b.save()).unwrap();
     assert_eq!(again, text, "save → load → save is byte-identical");

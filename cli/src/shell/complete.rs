@@ -322,6 +322,25 @@ mod tests {
     }
 
     #[test]
+    fn delay_bdevs_complete_their_methods() {
+        let mut s = snap();
+        s.bdevs
+            .push(json!({"name": "Delay0", "product_name": "delay", "claimed": false}));
+        let c = |line: &str| complete(line, line.len(), &s).1;
+        assert_eq!(c("bdev_delay_delete "), vec!["Delay0"]);
+        assert_eq!(c("bdev_delay_update_latency "), vec!["Delay0"]);
+        assert_eq!(
+            c("bdev_delay_update_latency Delay0 p99"),
+            vec!["p99_read", "p99_write"]
+        );
+        // The base: any bdev nothing claims.
+        assert_eq!(
+            c("bdev_delay_create -b "),
+            vec!["Delay0", "Malloc1", "Null0"]
+        );
+    }
+
+    #[test]
     fn live_names_complete_arguments() {
         assert_eq!(
             c("nvmf_subsystem_add_ns nqn.2016"),

@@ -182,6 +182,20 @@ def _aio_create(a: argparse.Namespace) -> Dict[str, Any]:
     return p
 
 
+def _delay_create(a: argparse.Namespace) -> Dict[str, Any]:
+    # rpc.py's keyword order: base, name, uuid, then the four latencies.
+    return _opts(
+        a,
+        "base_bdev_name",
+        "name",
+        "uuid",
+        "avg_read_latency",
+        "p99_read_latency",
+        "avg_write_latency",
+        "p99_write_latency",
+    )
+
+
 def _create_transport(a: argparse.Namespace) -> Dict[str, Any]:
     extra = dict(a.opt or [])
     p = {k: v for k, v in _all_opts(a).items() if k not in ("opt", "masked_oncs", "masked_fuses")}
@@ -483,6 +497,34 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-wait", dest="nowait", action="store_true", help="RWF_NOWAIT")
     p = c.add("bdev_aio_delete", "Delete an aio disk", lambda a: {"name": a.name})
     p.add_argument("name", help="aio bdev name")
+
+    p = c.add("bdev_delay_create", "Add a delay bdev on existing bdev", _delay_create, PRINT_JSON)
+    p.add_argument("-b", "--base-bdev-name", required=True, help="Name of the existing bdev")
+    p.add_argument("-d", "--name", required=True, help="Name of the delay bdev")
+    p.add_argument("-u", "--uuid", help="UUID of the bdev")
+    p.add_argument("-r", "--avg-read-latency", type=int, required=True, help="Average read latency (us)")
+    p.add_argument(
+        "-t", "--nine-nine-read-latency", dest="p99_read_latency", type=int, required=True,
+        help="Latency of 1 read in 100 (us)",
+    )
+    p.add_argument("-w", "--avg-write-latency", type=int, required=True, help="Average write latency (us)")
+    p.add_argument(
+        "-n", "--nine-nine-write-latency", dest="p99_write_latency", type=int, required=True,
+        help="Latency of 1 write in 100 (us)",
+    )
+    p = c.add("bdev_delay_delete", "Delete a delay bdev", lambda a: {"name": a.name})
+    p.add_argument("name", help="delay bdev name")
+    p = c.add(
+        "bdev_delay_update_latency",
+        "Update one of the latency values for a given delay bdev",
+        lambda a: _opts(a, "delay_bdev_name", "latency_type", "latency_us"),
+        PRINT_JSON,
+    )
+    p.add_argument("delay_bdev_name", help="The name of the given delay bdev")
+    p.add_argument(
+        "latency_type", choices=["avg_read", "avg_write", "p99_read", "p99_write"], help="Latency bucket to update"
+    )
+    p.add_argument("latency_us", type=int, help="new latency value in microseconds")
 
     p = c.add(
         "bdev_get_bdevs",

@@ -1,5 +1,5 @@
-//! `bdev_*`: malloc, null and aio create/delete, `bdev_get_bdevs`, `bdev_get_iostat`,
-//! `bdev_wait_for_examine`.
+//! `bdev_*`: malloc, null and aio create/delete, the delay virtual bdev (create, delete,
+//! `bdev_delay_update_latency`), `bdev_get_bdevs`, `bdev_get_iostat`, `bdev_wait_for_examine`.
 //!
 //! As in SPDK, a parameter decoding failure is `-32603 spdk_json_decode_object failed`, and
 //! storage failures are negative errno values (`-17` exists, `-19` no such device, `-22`
@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use target_core::bdev::{
-    AioBdev, AioParams, Bdev, BdevError, IoType, MallocBdev, MallocParams, NullBdev, NullParams,
+    AioBdev, AioParams, Bdev, BdevError, DELAY_PRODUCT_NAME, DelayBdev, DelayLatency, DelayParams,
+    IoType, MallocBdev, MallocParams, NullBdev, NullParams,
 };
 
 use super::{Rtgt, add, parse_uuid};
@@ -118,6 +119,24 @@ struct AioCreate {
 }
 
 #[derive(Deserialize)]
+struct DelayCreate {
+    base_bdev_name: String,
+    name: String,
+    avg_read_latency: u64,
+    p99_read_latency: u64,
+    avg_write_latency: u64,
+    p99_write_latency: u64,
+    uuid: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct DelayUpdateLatency {
+    delay_bdev_name: String,
+    latency_type: String,
+    latency_us: u64,
+}
+
+#[derive(Deserialize)]
 struct Name {
     name: String,
 }
@@ -181,6 +200,27 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
         StateMask::RUNTIME,
         Decode::Bdev,
         |a: Name, ctx| delete(ctx, a.name, "AIO disk"),
+    )?;
+    add(
+        m,
+        "bdev_delay_create",
+        StateMask::RUNTIME,
+        Decode::Bdev,
+        delay_create,
+    )?;
+    add(
+        m,
+        "bdev_delay_delete",
+        StateMask::RUNTIME,
+        Decode::Bdev,
+        |a: Name, ctx| delete(ctx, a.name, DELAY_PRODUCT_NAME),
+    )?;
+    add(
+        m,
+        "bdev_delay_update_latency",
+        StateMask::RUNTIME,
+        Decode::Bdev,
+        delay_update_latency,
     )?;
     add(
         m,
@@ -297,6 +337,45 @@ async fn aio_create(a: AioCreate, ctx: Arc<Rtgt>) -> RpcResult<String> {
         .map_err(bdev_err)?;
     bdevs.register(bdev).map_err(bdev_err)?;
     Ok(a.name)
+}
+
+async fn delay_create(a: DelayCreate, ctx: Arc<Rtgt>) -> RpcResult<String> {
+    let uuid = uuid_arg(&a.uuid)?;
+    let bdevs = ctx.target().bdevs();
+    DelayBdev::create(
+        bdevs,
+        DelayParams {
+            name: a.name.clone(),
+            base_bdev_name: a.base_bdev_name,
+            uuid,
+            avg_read_latency: a.avg_read_latency,
+            p99_read_latency: a.p99_read_latency,
+            avg_write_latency: a.avg_write_latency,
+            p99_write_latency: a.p99_write_latency,
+        },
+    )
+    .map_err(bdev_err)?;
+    Ok(a.name)
+}
+
+/// SPDK decodes `latency_type` as an enum (a bad one fails the decoding: `-32603
+/// spdk_json_decode_object failed`) and answers an unknown delay bdev with `-32602`.
+async fn delay_update_latency(a: DelayUpdateLatency, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    let Some(which) = DelayLatency::parse(&a.latency_type) else {
+        tracing::warn!(
+            "invalid latency_type '{}' (avg_read, p99_read, avg_write or p99_write)",
+            a.latency_type
+        );
+        return Err(RpcError::internal("spdk_json_decode_object failed"));
+    };
+    let bdev = DelayBdev::lookup(ctx.target().bdevs(), &a.delay_bdev_name).ok_or_else(|| {
+        RpcError::invalid_params(format!(
+            "The requested bdev does not exist: no delay bdev '{}'",
+            a.delay_bdev_name
+        ))
+    })?;
+    bdev.set_latency(which, a.latency_us);
+    Ok(true)
 }
 
 /// Deletes a bdev of one kind: its namespaces go first, then the bdev.

@@ -1,11 +1,13 @@
-//! Block devices: the [`Bdev`] trait, per-reactor I/O channels, and the `malloc`, `null` and
-//! `aio` (file or block device through io_uring, with a thread-pool fallback) backends.
+//! Block devices: the [`Bdev`] trait, per-reactor I/O channels, the `malloc`, `null` and
+//! `aio` (file or block device through io_uring, with a thread-pool fallback) backends, and the
+//! `delay` virtual bdev (a base bdev whose completions are held for a configured latency).
 //!
 //! I/O is asynchronous and allocation-free: a caller moves a [`BdevIo`] (operation, owned data
 //! buffers, a tag) into [`IoChannel::submit`] and gets it back, with a status, from
 //! [`IoChannel::poll`]. A channel belongs to one reactor; the bdev behind it is shared.
 
 mod aio;
+mod delay;
 mod malloc;
 mod null;
 mod registry;
@@ -21,6 +23,7 @@ use crate::reactor::instant_ns;
 use fabric::mem::IoBuf;
 
 pub use aio::{AioBdev, AioEngine, AioParams};
+pub use delay::{DELAY_CLAIM_MODULE, DELAY_PRODUCT_NAME, DelayBdev, DelayLatency, DelayParams};
 pub use malloc::{MallocBdev, MallocParams};
 pub use null::{NullBdev, NullParams};
 pub use registry::{BdevRegistry, Claim};
@@ -239,11 +242,12 @@ impl BdevError {
     }
 }
 
-/// A block device.
-pub trait Bdev: Send + Sync + 'static {
+/// A block device. `Any` lets a caller that needs one kind's own methods (a delay bdev's
+/// latencies) downcast an `Arc<dyn Bdev>` (see [`DelayBdev::lookup`]).
+pub trait Bdev: std::any::Any + Send + Sync {
     /// Unique name.
     fn name(&self) -> &str;
-    /// Product name as SPDK reports it ("Malloc disk", "Null disk", "AIO disk").
+    /// Product name as SPDK reports it ("Malloc disk", "Null disk", "AIO disk", "delay").
     fn product_name(&self) -> &'static str;
     /// Logical block size in bytes (512 or 4096).
     fn block_size(&self) -> u32;

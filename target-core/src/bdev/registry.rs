@@ -67,6 +67,9 @@ impl BdevRegistry {
     }
 
     /// Removes a bdev that nobody claims, destroying its backend.
+    ///
+    /// [`Bdev::destroy`] runs after the registry's lock is released, so a virtual bdev may call
+    /// back into the registry from it (a delay bdev releases its claim on its base there).
     pub fn unregister(&self, name: &str) -> Result<Arc<dyn Bdev>, BdevError> {
         let mut entries = self.entries.lock();
         let pos = entries
@@ -80,6 +83,7 @@ impl BdevRegistry {
             });
         }
         let (_, entry) = entries.remove(pos);
+        drop(entries);
         let bdev = entry.bdev.expect("registered entries hold a bdev");
         bdev.destroy();
         tracing::info!("bdev {name} deleted");

@@ -402,3 +402,37 @@ fn iostat_survives_closed_channels() {
     assert_eq!(reg.iostat("s").unwrap().bytes_read, 3 * 512);
     assert!(reg.iostat("nope").is_none());
 }
+
+fn delay_params(name: &str, base: &str, us: u64) -> DelayParams {
+    DelayParams {
+        name: name.into(),
+        base_bdev_name: base.into(),
+        uuid: None,
+        avg_read_latency: us,
+        p99_read_latency: us,
+        avg_write_latency: us,
+        p99_write_latency: us,
+    }
+}
+
+#[test]
+fn delay_over_malloc_and_aio_verifies_data() {
+    let reg = BdevRegistry::new();
+    reg.register(malloc("m", 64, 4096)).unwrap();
+    let d: Arc<dyn Bdev> = DelayBdev::create(&reg, delay_params("d0", "m", 0)).unwrap();
+    exercise(&reg, d);
+
+    // An aio base completes asynchronously: the delay channel sleeps on its wake fd.
+    let path = temp_file("delay-base", 1 << 20);
+    reg.register(aio("a", &path, AioEngine::Uring, None))
+        .unwrap();
+    let d: Arc<dyn Bdev> = DelayBdev::create(&reg, delay_params("d1", "a", 200)).unwrap();
+    let ch = reg.open_channel(&d).unwrap();
+    assert!(ch.wake_fd().is_some(), "the base channel's wake fd");
+    drop(ch);
+    exercise(&reg, Arc::clone(&d));
+    assert!(reg.iostat("d1").unwrap().num_read_ops >= 4);
+    reg.unregister("d1").unwrap();
+    reg.unregister("a").unwrap();
+    std::fs::remove_file(&path).unwrap();
+}
