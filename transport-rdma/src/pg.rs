@@ -54,8 +54,11 @@ use crate::wr;
 const WC_BATCH: usize = 32;
 /// Most completions handled per device per poll (fairness with other pollers).
 const WC_PER_POLL: usize = 256;
-/// Period of the keep-alive timer poller.
-const TIMER_PERIOD: Duration = Duration::from_millis(200);
+/// Period of the keep-alive timer poller: an expired KATO is noticed within this much (the
+/// smallest KATO is `min_kato`, 10 s by default). It is also how often an idle reactor with
+/// connected controllers wakes up, so it stays coarse: at 200 ms the wake-ups of 16 idle
+/// queue pairs cost 0.8 % of a vCPU in the soft-RoCE guest.
+const TIMER_PERIOD: Duration = Duration::from_secs(1);
 /// Smallest completion queue.
 const MIN_CQE: u32 = 16384;
 
