@@ -1,8 +1,9 @@
 //! Simulated RDMA connection manager: listeners by IP:port on a [`super::SimNetwork`], connect
 //! requests with private data, accept/reject, disconnect and the events both sides see.
 //!
-//! Locking: an identifier's state lock may be held while taking the network registry lock,
-//! never the other way round, and two identifiers' locks are never held together.
+//! Locking: an identifier's state lock may be held while taking the network registry lock or
+//! the timer's lock (a leaf: tasks run and are dropped without it), never the other way round,
+//! and two identifiers' locks are never held together.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -11,7 +12,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 
-use super::{EventQueue, NetInner, SDevice, SQp, SimNetwork};
+use super::{EventQueue, NetInner, SDevice, SQp, SimNetwork, TimerKey};
 
 /// How long a disconnect request waits for the peer's answer before giving up (IB CM retries
 /// its DREQ for a few seconds).
@@ -121,8 +122,12 @@ enum Conn {
     Connected {
         peer: Weak<SCmId>,
     },
-    /// We disconnected and wait for the peer's answer.
-    DisconnectSent,
+    /// We disconnected and wait for the peer's answer; `timeout` gives up waiting (cancelled
+    /// when the answer comes or the identifier goes, so that nothing of a closed connection
+    /// stays on the timer for [`DREQ_TIMEOUT`]).
+    DisconnectSent {
+        timeout: Option<TimerKey>,
+    },
     /// The peer disconnected; we have not yet.
     DisconnectRcvd {
         peer: Weak<SCmId>,
@@ -480,7 +485,7 @@ impl SCmId {
             let qp = st.qp.upgrade();
             let next = match std::mem::replace(&mut st.conn, Conn::Idle) {
                 Conn::Connected { peer } => {
-                    st.conn = Conn::DisconnectSent;
+                    st.conn = Conn::DisconnectSent { timeout: None };
                     Next::SendDreq(peer)
                 }
                 Conn::DisconnectRcvd { peer } => {
@@ -502,15 +507,20 @@ impl SCmId {
                 if let Some(p) = peer.upgrade() {
                     p.on_dreq(self);
                 }
-                let me = Arc::downgrade(self);
-                self.net.timer.schedule(
-                    DREQ_TIMEOUT,
-                    Box::new(move || {
-                        if let Some(me) = me.upgrade() {
-                            me.on_drep();
-                        }
-                    }),
-                );
+                // Still unanswered (a crossed DREQ answers at once): wait for the DREP at most
+                // DREQ_TIMEOUT. The timer's lock is a leaf, so taking it under ours is fine.
+                let mut st = self.st.lock();
+                if let Conn::DisconnectSent { timeout } = &mut st.conn {
+                    let me = Arc::downgrade(self);
+                    *timeout = Some(self.net.timer.schedule(
+                        DREQ_TIMEOUT,
+                        Box::new(move || {
+                            if let Some(me) = me.upgrade() {
+                                me.on_drep();
+                            }
+                        }),
+                    ));
+                }
             }
             Next::SendDrep(peer) => {
                 self.event(CmEventKind::TimewaitExit, 0);
@@ -534,7 +544,10 @@ impl SCmId {
                     false
                 }
                 // Both sides disconnected at once: each request answers the other.
-                Conn::DisconnectSent => {
+                Conn::DisconnectSent { timeout } => {
+                    if let Some(k) = *timeout {
+                        self.net.timer.cancel(k);
+                    }
                     st.conn = Conn::Disconnected;
                     true
                 }
@@ -552,7 +565,16 @@ impl SCmId {
     fn on_dreq_from_destroyed(&self) {
         let was = {
             let mut st = self.st.lock();
-            let was = matches!(st.conn, Conn::Connected { .. } | Conn::DisconnectSent);
+            let was = match st.conn {
+                Conn::Connected { .. } => true,
+                Conn::DisconnectSent { timeout } => {
+                    if let Some(k) = timeout {
+                        self.net.timer.cancel(k);
+                    }
+                    true
+                }
+                _ => false,
+            };
             if was {
                 st.conn = Conn::Disconnected;
             }
@@ -568,8 +590,13 @@ impl SCmId {
     fn on_drep(&self) {
         {
             let mut st = self.st.lock();
-            if !matches!(st.conn, Conn::DisconnectSent) {
+            let Conn::DisconnectSent { timeout } = st.conn else {
                 return;
+            };
+            // Answered: the timeout goes now (when it is the timeout running, it is gone
+            // already).
+            if let Some(k) = timeout {
+                self.net.timer.cancel(k);
             }
             st.conn = Conn::Disconnected;
         }
@@ -643,6 +670,10 @@ impl Drop for SCmId {
                     }
                 }
             }
+            // Nobody is left to hear the peer's answer or its absence.
+            Conn::DisconnectSent { timeout: Some(k) } => {
+                self.net.timer.cancel(k);
+            }
             _ => {}
         }
     }
@@ -676,4 +707,130 @@ pub(crate) fn device_event(net: &Arc<NetInner>, dev: &Arc<SDevice>, kind: CmEven
         }
     }
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+    use std::time::Duration;
+
+    use crate::{CmEvent, CmEventKind, CmId, ConnParam, Cq, EventChannel, Fabric, Pd, Qp, QpInit};
+
+    use super::SimNetwork;
+
+    const IP: IpAddr = IpAddr::V4(Ipv4Addr::new(10, 9, 0, 1));
+
+    fn next(ch: &EventChannel) -> CmEvent {
+        loop {
+            if let Some(e) = ch.get_event().expect("event") {
+                return e;
+            }
+            assert!(
+                crate::wait_readable(ch.fd(), Duration::from_secs(5)).expect("poll"),
+                "no event"
+            );
+        }
+    }
+
+    /// One side of a connection: its identifier and what its queue pair needs.
+    struct Side {
+        id: CmId,
+        _qp: Qp,
+        _cq: Cq,
+        _pd: Pd,
+    }
+
+    fn side(id: CmId) -> Side {
+        let dev = id.device().expect("device");
+        let pd = dev.alloc_pd().expect("pd");
+        let cq = dev.create_cq(16, None).expect("cq");
+        let qp = id
+            .create_qp(&QpInit {
+                pd: &pd,
+                send_cq: &cq,
+                recv_cq: &cq,
+                srq: None,
+                cap: Default::default(),
+                sq_sig_all: false,
+            })
+            .expect("qp");
+        Side {
+            id,
+            _qp: qp,
+            _cq: cq,
+            _pd: pd,
+        }
+    }
+
+    /// A listener on `port` and a connected (client, server) pair.
+    fn connected(lch: &EventChannel, cch: &EventChannel, port: u16) -> (Side, Side) {
+        let to = SocketAddr::new(IP, port);
+        let id = cch.create_id().expect("id");
+        id.resolve_addr(None, to, 1000).expect("resolve");
+        assert!(matches!(next(cch).kind, CmEventKind::AddrResolved));
+        let client = side(id);
+        client.id.resolve_route(1000).expect("route");
+        assert!(matches!(next(cch).kind, CmEventKind::RouteResolved));
+        client.id.connect(&ConnParam::default()).expect("connect");
+        let req = match next(lch).kind {
+            CmEventKind::ConnectRequest(r) => *r,
+            other => panic!("{other:?}"),
+        };
+        let server = side(req.id);
+        server.id.accept(&ConnParam::default()).expect("accept");
+        assert!(matches!(next(cch).kind, CmEventKind::Established { .. }));
+        assert!(matches!(next(lch).kind, CmEventKind::Established { .. }));
+        (client, server)
+    }
+
+    fn drain_disconnect(ch: &EventChannel) {
+        assert!(matches!(next(ch).kind, CmEventKind::Disconnected));
+        assert!(matches!(next(ch).kind, CmEventKind::TimewaitExit));
+    }
+
+    /// A DREQ answered by the peer's DREP takes its timeout off the timer at once: nothing of
+    /// a closed connection (the identifier's allocation, which the timeout's task pins) stays
+    /// there for DREQ_TIMEOUT. Each side disconnecting first, and the identifier destroyed
+    /// while still waiting for the answer.
+    #[test]
+    fn answered_disconnects_leave_nothing_on_the_timer() {
+        let net = SimNetwork::new();
+        net.add_device("sim0", IP).expect("device");
+        let f = Fabric::sim(&net);
+        let timer = &net.inner.timer;
+        let lch = f.create_event_channel().expect("channel");
+        let l = lch.create_id().expect("id");
+        l.bind(SocketAddr::new(IP, 4420)).expect("bind");
+        l.listen(16).expect("listen");
+        let cch = f.create_event_channel().expect("channel");
+        for i in 0..50 {
+            let (client, server) = connected(&lch, &cch, 4420);
+            let (first, first_ch, second, second_ch) = if i % 2 == 0 {
+                (&client, &cch, &server, &lch)
+            } else {
+                (&server, &lch, &client, &cch)
+            };
+            first.id.disconnect().expect("disconnect");
+            assert_eq!(timer.pending(), 1, "the DREQ waits for its answer");
+            assert!(matches!(next(second_ch).kind, CmEventKind::Disconnected));
+            second.id.disconnect().expect("disconnect");
+            assert!(matches!(next(second_ch).kind, CmEventKind::TimewaitExit));
+            drain_disconnect(first_ch);
+            assert_eq!(
+                timer.pending(),
+                0,
+                "cycle {i}: the answered DREQ's timeout is gone"
+            );
+        }
+        // Destroyed while waiting for the answer: the timeout goes with it.
+        let (client, server) = connected(&lch, &cch, 4420);
+        client.id.disconnect().expect("disconnect");
+        assert_eq!(timer.pending(), 1);
+        drop(client);
+        assert_eq!(timer.pending(), 0);
+        // The peer then destroyed without answering: nothing is scheduled either.
+        assert!(matches!(next(&lch).kind, CmEventKind::Disconnected));
+        drop(server);
+        assert_eq!(timer.pending(), 0);
+    }
 }

@@ -21,8 +21,7 @@
 mod cm;
 mod qp;
 
-use std::collections::HashMap;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
@@ -117,9 +116,14 @@ impl<T> EventQueue<T> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Timer (RNR retry expiry and delayed completions)
+// Timer (RNR retry expiry, delayed completions, DREQ timeouts)
 
 type Task = Box<dyn FnOnce() + Send>;
+
+/// A scheduled task, to [`Timer::cancel`] it: its deadline and a sequence number that makes it
+/// unique.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct TimerKey(Instant, u64);
 
 pub(crate) struct Timer {
     st: Mutex<TimerState>,
@@ -127,7 +131,10 @@ pub(crate) struct Timer {
 }
 
 struct TimerState {
-    tasks: Vec<(Instant, Task)>,
+    /// Ordered by deadline; a task leaves the map when it runs or is cancelled, so the map holds
+    /// only what is still to come (and whatever the tasks capture lives no longer than that).
+    tasks: BTreeMap<TimerKey, Task>,
+    next_seq: u64,
     running: bool,
     shutdown: bool,
 }
@@ -136,7 +143,8 @@ impl Timer {
     fn new() -> Arc<Self> {
         Arc::new(Timer {
             st: Mutex::new(TimerState {
-                tasks: Vec::new(),
+                tasks: BTreeMap::new(),
+                next_seq: 0,
                 running: false,
                 shutdown: false,
             }),
@@ -145,9 +153,11 @@ impl Timer {
     }
 
     /// Runs `f` on the timer thread after `after`.
-    pub(crate) fn schedule(self: &Arc<Self>, after: Duration, f: Task) {
+    pub(crate) fn schedule(self: &Arc<Self>, after: Duration, f: Task) -> TimerKey {
         let mut st = self.st.lock();
-        st.tasks.push((Instant::now() + after, f));
+        let key = TimerKey(Instant::now() + after, st.next_seq);
+        st.next_seq += 1;
+        st.tasks.insert(key, f);
         if !st.running {
             st.running = true;
             let me = Arc::clone(self);
@@ -160,28 +170,47 @@ impl Timer {
             }
         }
         self.cv.notify_one();
+        key
+    }
+
+    /// Drops the task `key` if it has not run yet; `true` if it was still pending. The task is
+    /// dropped after the timer's lock is released (what it captured may have a `Drop` of its
+    /// own).
+    pub(crate) fn cancel(&self, key: TimerKey) -> bool {
+        let task = self.st.lock().tasks.remove(&key);
+        task.is_some()
+    }
+
+    /// Tasks scheduled and not yet run or cancelled.
+    #[cfg(test)]
+    pub(crate) fn pending(&self) -> usize {
+        self.st.lock().tasks.len()
     }
 
     fn run(self: Arc<Self>) {
         let mut st = self.st.lock();
         loop {
             if st.shutdown {
-                st.tasks.clear();
+                let tasks = std::mem::take(&mut st.tasks);
+                drop(st);
+                drop(tasks);
                 return;
             }
             let now = Instant::now();
-            if let Some(i) = st.tasks.iter().position(|(t, _)| *t <= now) {
-                let (_, f) = st.tasks.swap_remove(i);
-                drop(st);
-                f();
-                st = self.st.lock();
-                continue;
-            }
-            match st.tasks.iter().map(|(t, _)| *t).min() {
-                Some(t) => {
+            match st.tasks.first_entry() {
+                Some(e) if e.key().0 <= now => {
+                    let f = e.remove();
+                    drop(st);
+                    f();
+                    st = self.st.lock();
+                }
+                Some(e) => {
+                    let t = e.key().0;
                     self.cv.wait_until(&mut st, t);
                 }
-                None => self.cv.wait(&mut st),
+                None => {
+                    self.cv.wait(&mut st);
+                }
             }
         }
     }
@@ -1365,6 +1394,30 @@ mod tests {
         assert_eq!(q.pop(), Some(2));
         assert!(!readable(q.fd()));
         assert_eq!(q.pop(), None);
+    }
+
+    #[test]
+    fn timer_runs_in_deadline_order_and_cancelled_tasks_never() {
+        let t = Timer::new();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let task = |n: u32| {
+            let tx = tx.clone();
+            Box::new(move || tx.send(n).unwrap()) as Task
+        };
+        t.schedule(Duration::from_millis(30), task(3));
+        let k = t.schedule(Duration::from_millis(20), task(2));
+        t.schedule(Duration::from_millis(10), task(1));
+        assert_eq!(t.pending(), 3);
+        assert!(t.cancel(k));
+        assert!(!t.cancel(k), "cancelled once");
+        assert_eq!(t.pending(), 2);
+        let got: Vec<u32> = (0..2)
+            .map(|_| rx.recv_timeout(Duration::from_secs(5)).unwrap())
+            .collect();
+        assert_eq!(got, vec![1, 3]);
+        assert_eq!(t.pending(), 0);
+        assert!(rx.recv_timeout(Duration::from_millis(50)).is_err());
+        t.shutdown();
     }
 
     #[test]
