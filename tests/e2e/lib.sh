@@ -539,8 +539,12 @@ srp_logout_all() {
     echo 1 > "$p/delete" || true
   done
   wait_for 30 e2e__no_srp_ports
+  # The remote port goes first; the SCSI host (and its reconnect work) a little later. A host
+  # still reconnecting would log in to the next scenario's target.
+  wait_for 30 e2e__no_srp_scsi_hosts
 }
 e2e__no_srp_ports() { [ -z "$(srp_hosts)" ]; }
+e2e__no_srp_scsi_hosts() { ! grep -qx ib_srp /sys/class/scsi_host/host*/proc_name 2> /dev/null; }
 
 # --- fio -------------------------------------------------------------------------------------
 # fio_verify DEV SIZE [FIO_OPTIONS...]: write SIZE (e.g. 32M) of DEV with crc32c verification

@@ -74,9 +74,15 @@ delay_us 200000
 wait_for 10 held_in_rtgt
 log "sg_reset -d $dev"
 sg_reset -d "$dev" || fail "sg_reset -d $dev failed (see dmesg)"
-aborted=$(qpairs | jq '[.[].aborted] | add')
-log "the LUN reset aborted $aborted task(s)"
-[ "$aborted" -ge 1 ] || fail "the LUN reset found no task in flight on rtgt"
+# rtgt counts a task as aborted when it is gone (the bdev gave it back): wait for that.
+aborted_tasks() { qpairs | jq '[.[].aborted] | add'; }
+some_aborted() { [ "$(aborted_tasks)" -ge 1 ]; }
+if ! poll_until 10 some_aborted; then
+  log "rtgt: $(grep -E 'task management|aborting' "$RTGT_LOG" | tail -5)"
+  log "qpairs: $(qpairs | jq -c '[.[] | {qid, outstanding, task_management, aborted}]')"
+  fail "the LUN reset found no task in flight on rtgt"
+fi
+log "the LUN reset aborted $(aborted_tasks) task(s)"
 delay_us 0
 wait $f0
 assert_contains "$(grep -c 'task management LunReset' "$RTGT_LOG")" 1 "LUN resets in the rtgt log"

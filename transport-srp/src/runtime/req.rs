@@ -1414,6 +1414,8 @@ impl SrpPg {
             .map(|r| r.stage = Stage::Respond)
             .is_some();
         if ok {
+            let gid = self.chans.get(key as usize).map_or(0, |c| c.gid);
+            tracing::info!("SRP channel {gid}: task management done, its aborted tasks are gone");
             self.drive(core, key, slot);
         }
     }
@@ -1446,9 +1448,18 @@ impl SrpPg {
                 todo.push((k as u16, i as u16));
             }
         }
-        for (k, i) in todo {
-            self.abort_req(core, k, i, Some(w));
+        let mut in_flight = 0;
+        for &(k, i) in &todo {
+            if self.abort_req(core, k, i, Some(w)) {
+                in_flight += 1;
+            }
         }
+        tracing::info!(
+            "SRP poll group {}: aborting {} task(s) on LUN {} ({in_flight} still in flight, waited for)",
+            self.index,
+            todo.len(),
+            spec.lun
+        );
     }
 
     /// Aborts one request: no more data transfer, no response. Returns whether it is still in
