@@ -330,17 +330,8 @@ const NQN: ArgSpec = pos(0, "nqn", Str, "Subsystem NQN").comp(Complete::Nqn);
 const LOG_LEVELS: &[&str] = &["ERROR", "WARNING", "NOTICE", "INFO", "DEBUG"];
 const ANA_STATES: &[&str] = &["optimized", "non_optimized", "inaccessible"];
 const ONCS: &[&str] = &["nvmcmps", "nvmdsmsv", "nvmwzsv", "reservs", "nvmcpys"];
-const PASSTHRU: &[&str] = &[
-    "identify_ctrlr",
-    "identify_uuid_list",
-    "get_log_page",
-    "get_set_features",
-    "sanitize",
-    "security_send_recv",
-    "fw_update",
-    "nvme_mi",
-    "vendor_specific",
-];
+/// What the server accepts in `admin_cmd_passthru`.
+const PASSTHRU: &[&str] = rpc::methods::nvmf::PASSTHRU;
 const ADRFAMS: &[&str] = &["ipv4", "ipv6", "ib", "fc", "intra_host"];
 
 /// The listener address options of rpc.py's `*_listener` commands (grouped as

@@ -68,8 +68,8 @@ pub const TRANSPORT_OPTIONS: &[Param] = &[
     opt("masked_fuses", Kind::StrList),
 ];
 
-/// The admin commands `nvmf_set_config` may pass through.
-const PASSTHRU: &[&str] = &[
+/// The admin commands `nvmf_set_config` may pass through (the CLI offers the same names).
+pub const PASSTHRU: &[&str] = &[
     "identify_ctrlr",
     "identify_uuid_list",
     "get_log_page",
