@@ -321,7 +321,6 @@ struct DelayChannel {
     latencies: Arc<Latencies>,
     /// Held I/O per latency kind, in [`DelayLatency`] order, each in completion order.
     held: [VecDeque<Held>; 4],
-    held_count: usize,
     rng: u64,
 }
 
@@ -331,10 +330,14 @@ impl DelayChannel {
             base,
             latencies,
             held: Default::default(),
-            held_count: 0,
             // xorshift must not start at 0.
             rng: seed | 1,
         }
+    }
+
+    /// I/O the base has completed and this channel still holds.
+    fn held(&self) -> usize {
+        self.held.iter().map(VecDeque::len).sum()
     }
 }
 
@@ -377,7 +380,6 @@ impl BdevChannel for DelayChannel {
             base,
             latencies,
             held,
-            held_count,
             rng,
         } = self;
         base.poll(&mut |io| match kind(&io.op, rng) {
@@ -388,7 +390,6 @@ impl BdevChannel for DelayChannel {
             Some(k) => {
                 let due = now.checked_add(Duration::from_micros(latencies.get(k)));
                 held[k.index()].push_back(Held { io, due });
-                *held_count += 1;
             }
         });
         for q in held.iter_mut() {
@@ -396,7 +397,6 @@ impl BdevChannel for DelayChannel {
                 if let Some(h) = q.pop_front() {
                     done(h.io);
                     n += 1;
-                    *held_count -= 1;
                 }
             }
         }
@@ -410,11 +410,11 @@ impl BdevChannel for DelayChannel {
     /// Held I/O keeps the reactor polling (there is no timer to wake it); otherwise the base
     /// decides.
     fn arm(&mut self) -> bool {
-        self.held_count > 0 || self.base.arm()
+        self.held() > 0 || self.base.arm()
     }
 
     fn outstanding(&self) -> usize {
-        self.base.outstanding() + self.held_count
+        self.base.outstanding() + self.held()
     }
 }
 
