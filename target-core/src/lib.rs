@@ -7,6 +7,7 @@
 //! - [`nvmf`]: the NVMe request execution layer NVMe transports share (controllers, queues,
 //!   Connect, admin and I/O execution on bdevs).
 //! - [`scsi`]: SCSI logical-unit logic, no I/O inside.
+//! - [`reservation`]: reservations of a volume shared by NVMe and SCSI (sans-I/O).
 //! - [`bdev`]: block devices (malloc, null, file/aio).
 //! - [`hex`]: trace-level wire dumps of what hosts send.
 
@@ -16,5 +17,6 @@ pub mod nvme;
 pub mod nvmf;
 pub mod reactor;
 pub mod registry;
+pub mod reservation;
 pub mod scsi;
 pub mod target;
