@@ -71,6 +71,7 @@ pub use state::{
     RegisterAction, Registrant, Reservation, Reserved,
 };
 pub use types::{
-    CommandClass, HostId, Initiator, InitiatorPort, Nexus, ResvType, Role, Standing, pr_permits,
+    CommandClass, HostId, Initiator, InitiatorPort, Nexus, PROTOCOL_ID_NONE, ResvType, Role,
+    Standing, TRANSPORT_ID_LEN, pr_permits,
 };
 pub use view::{AccessView, CachedStanding};
