@@ -63,6 +63,8 @@ pub mod types;
 pub mod view;
 
 #[cfg(test)]
+mod cross_tests;
+#[cfg(test)]
 mod tests;
 
 pub use ptpl::PtplError;
