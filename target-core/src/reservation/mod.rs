@@ -49,12 +49,12 @@
 //! that has the namespace, masked by its Reservation Notification Mask, with an AEN; for an
 //! I_T nexus, a unit attention in its queue for the LU (`scsi::ua`).
 //!
-//! *Persistence.* At namespace creation the `ptpl_file` is read ([`ptpl_file::load`]) and
-//! decoded ([`ptpl::decode`]); the bdev UUID must match. After a change with
-//! [`Effects::persist`], [`ptpl::encode`] and [`ptpl_file::store`] (temp file, fsync,
-//! rename, fsync of the directory) run before the command completes; a failed write fails
-//! the command (NVMe Internal Error, SCSI HARDWARE ERROR) — the state change stays, as in
-//! SPDK.
+//! *Persistence.* At namespace creation the state comes from the `ptpl_file`
+//! ([`ptpl_file::load_state`]: read, then [`ptpl::decode`]; the bdev UUID must match).
+//! After a change with [`Effects::persist`], [`ptpl_file::save_state`] ([`ptpl::encode`],
+//! then temp file, fsync, rename, fsync of the directory) runs on a blocking thread before
+//! the command completes; a failed write fails the command (NVMe Internal Error, SCSI
+//! HARDWARE ERROR) — the state change stays, as in SPDK.
 
 pub mod ptpl;
 pub mod ptpl_file;

@@ -9,6 +9,50 @@ use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
+use super::ptpl::{self, PtplError};
+use super::state::Reservation;
+
+/// Why a volume's reservation state could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file exists but could not be read.
+    #[error("cannot read ptpl_file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// The contents are not a state for this bdev.
+    #[error("ptpl_file {path}: {source}")]
+    Contents {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: PtplError,
+    },
+}
+
+/// The reservation state of the bdev `bdev_uuid` at start-up: from `path` (a missing file is
+/// an empty state with persistence off, as in SPDK).
+pub fn load_state(path: &Path, bdev_uuid: &uuid::Uuid) -> Result<Reservation, LoadError> {
+    let text = load(path).map_err(|source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    ptpl::decode(text.as_deref().unwrap_or(""), bdev_uuid, true).map_err(|source| {
+        LoadError::Contents {
+            path: path.to_owned(),
+            source,
+        }
+    })
+}
+
+/// Writes `state` to `path` (after a change whose effects say `persist`).
+pub fn save_state(path: &Path, state: &Reservation, bdev_uuid: &uuid::Uuid) -> io::Result<()> {
+    store(path, &ptpl::encode(state, bdev_uuid))
+}
+
 /// The file's contents, or `None` if it does not exist (not an error: SPDK starts empty).
 pub fn load(path: &Path) -> io::Result<Option<String>> {
     match fs::read_to_string(path) {
@@ -86,6 +130,34 @@ mod tests {
         let p = d.join("no/such/dir/ns1.json");
         assert!(store(&p, "x").is_err());
         assert!(load(&d.join("ns1.json")).unwrap().is_none());
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn state_load_and_save() {
+        use crate::reservation::{HostId, Initiator, PtplChange, RegisterAction, ResvType};
+        let d = scratch("state");
+        let p = d.join("ns.json");
+        let bdev = uuid::Uuid::from_bytes([3; 16]);
+        // No file: empty state that can persist.
+        let mut s = load_state(&p, &bdev).unwrap();
+        assert!(s.registrants().is_empty() && s.ptpl_capable() && !s.ptpl());
+        let h = Initiator::Nvme(HostId([1; 16]));
+        s.register(
+            h,
+            RegisterAction::Register { new_key: 5 },
+            PtplChange::Set(true),
+        )
+        .unwrap();
+        s.reserve(h, 5, ResvType::ExclusiveAccess).unwrap();
+        save_state(&p, &s, &bdev).unwrap();
+        let back = load_state(&p, &bdev).unwrap();
+        assert!(back.is_holder(h) && back.ptpl());
+        // Another bdev's file, and an unreadable path, are errors naming the file.
+        let e = load_state(&p, &uuid::Uuid::from_bytes([4; 16])).unwrap_err();
+        assert!(matches!(e, LoadError::Contents { .. }), "{e}");
+        assert!(e.to_string().contains("ns.json"));
+        assert!(matches!(load_state(&d, &bdev), Err(LoadError::Io { .. })));
         fs::remove_dir_all(&d).unwrap();
     }
 
