@@ -28,6 +28,17 @@ pub struct Reserved {
     pub holder: Option<Initiator>,
 }
 
+impl Reserved {
+    /// A reservation of `rtype` taken by `who` (held by every registrant for All
+    /// Registrants types).
+    pub fn by(rtype: ResvType, who: Initiator) -> Reserved {
+        Reserved {
+            rtype,
+            holder: (!rtype.all_registrants()).then_some(who),
+        }
+    }
+}
+
 /// Why a reservation operation failed. The state is unchanged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, thiserror::Error)]
 pub enum PrError {
@@ -380,10 +391,7 @@ impl Reservation {
             Some(r) if r.rtype == rtype && self.is_holder(who) => {}
             Some(_) => return Err(PrError::Conflict),
             None => {
-                self.reserved = Some(Reserved {
-                    rtype,
-                    holder: (!rtype.all_registrants()).then_some(who),
-                });
+                self.reserved = Some(Reserved::by(rtype, who));
                 fx.changed = true;
             }
         }
@@ -460,20 +468,14 @@ impl Reservation {
         match self.reserved {
             Some(Reserved { holder: None, .. }) if victim == 0 => {
                 self.remove_matching(who, |r| r.who != who, abort, &mut fx);
-                self.reserved = Some(Reserved {
-                    rtype,
-                    holder: (!rtype.all_registrants()).then_some(who),
-                });
+                self.reserved = Some(Reserved::by(rtype, who));
             }
             Some(Reserved {
                 rtype: old,
                 holder: Some(h),
             }) if victim != 0 && self.key_of(h) == Some(victim) => {
                 self.remove_matching(who, |r| r.key == victim && r.who != who, abort, &mut fx);
-                self.reserved = Some(Reserved {
-                    rtype,
-                    holder: (!rtype.all_registrants()).then_some(who),
-                });
+                self.reserved = Some(Reserved::by(rtype, who));
                 if old != rtype {
                     self.notify_registrants(who, NoticeKind::ReservationReleased, &mut fx);
                 }
