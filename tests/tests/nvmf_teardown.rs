@@ -82,6 +82,51 @@ fn keep_alive_expiry_ends_the_association() {
     e.assert_quiescent(Duration::from_secs(10));
 }
 
+/// Issue 13 item 7: Keep Alive queued behind a subsystem pause while the keep-alive timer kept
+/// running, so a pause longer than KATO tore down every healthy association of the subsystem.
+#[test]
+fn a_pause_longer_than_kato_keeps_healthy_associations() {
+    let e = env(json!({"kas": 10, "min_kato": 1000}));
+    let mut o = e.opts(NQN);
+    o.kato_ms = 1000;
+    let mut c = e.connect(o).unwrap();
+    e.t.rt.block_on(e.t.target.pause(NQN, None)).unwrap();
+    // The host sends Keep Alive every KATO/3, as Linux does every KATO/2, for 2.5 × KATO.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(2500) {
+        let sent = t0.elapsed();
+        let cid = c
+            .admin
+            .submit(Sqe::new(admin_opc::KEEP_ALIVE, 0), Data::None)
+            .unwrap();
+        let r = c
+            .admin
+            .wait_for(cid, Duration::from_millis(1000))
+            .unwrap_or_else(|err| {
+                panic!(
+                    "Keep Alive sent {sent:?} into the pause: {err} (controllers {})",
+                    e.controllers(NQN).len()
+                )
+            });
+        assert!(r.cqe.status.is_success(), "{:?}", r.cqe.status);
+        std::thread::sleep(Duration::from_millis(330));
+    }
+    assert_eq!(e.controllers(NQN).len(), 1, "the association was torn down");
+    e.t.rt.block_on(e.t.target.resume(NQN)).unwrap();
+    let w = Workload {
+        nsid: 1,
+        bs: 512,
+        lba0: 0,
+        blocks: 8,
+        count: 8,
+        qd: 4,
+        seed: 9,
+    };
+    write_read_verify(&mut c.io[0], &w, Mode::Keyed).unwrap();
+    c.shutdown().unwrap();
+    e.assert_quiescent(Duration::from_secs(10));
+}
+
 #[test]
 fn hosts_vanishing_in_the_middle_of_io() {
     let e = env(json!({"max_io_size": 1048576}));
@@ -212,15 +257,23 @@ fn pause_and_resume_under_io_lose_nothing() {
             assert!(h.join().unwrap() >= 3);
         }
     });
-    // Admin commands queue while paused and complete on resume.
+    // Admin commands that read the subsystem queue while paused and complete on resume.
     e.t.rt.block_on(e.t.target.pause(NQN, None)).unwrap();
+    let mut id = Sqe::new(admin_opc::IDENTIFY, 0);
+    id.set_cdw(10, 1);
     let cid = c
         .admin
-        .submit(Sqe::new(admin_opc::KEEP_ALIVE, 0), Data::None)
+        .submit(
+            id,
+            Data::KeyedRead {
+                len: 4096,
+                invalidate: false,
+            },
+        )
         .unwrap();
     std::thread::sleep(Duration::from_millis(50));
     c.admin.poll().unwrap();
-    assert!(!c.admin.is_done(cid), "Keep Alive ran while paused");
+    assert!(!c.admin.is_done(cid), "Identify ran while paused");
     e.t.rt.block_on(e.t.target.resume(NQN)).unwrap();
     c.admin.wait(cid).unwrap();
     c.shutdown().unwrap();

@@ -23,7 +23,7 @@ use super::{FIRMWARE_REVISION, TransportInfo, discovery};
 use crate::bdev::{BdevIo, BdevOp, IoStatus};
 use crate::nvme::fabrics::check_admin_connect;
 use crate::nvme::sgl::{self, DataSgl};
-use crate::nvme::spec::{fctype, io_opc};
+use crate::nvme::spec::{admin_opc, fctype, io_opc};
 use crate::nvme::{
     AdminOutcome, Completion, ConnectReject, Controller, Cqe, Direction, IoCmd, NamespaceView, Sqe,
     Status, SubsystemKind, SubsystemView, io, parse_connect,
@@ -392,6 +392,9 @@ fn admin(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq, ctrl: &Arc<Nvmf
     let Some(sub_id) = q.subsystem else {
         return complete(q, req, Status::INTERNAL_ERROR);
     };
+    if is_keep_alive(&req.sqe) {
+        return keep_alive(cx, q, req, ctrl);
+    }
     match admit(cx, req, sub_id, AdmitKind::Mgmt) {
         Admission::Go => {}
         Admission::Queued => return Outcome::Queued,
@@ -465,6 +468,36 @@ fn admin(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq, ctrl: &Arc<Nvmf
             Outcome::Complete
         }
     }
+}
+
+/// Whether `sqe` is a Keep Alive.
+fn is_keep_alive(sqe: &Sqe) -> bool {
+    !sqe.is_fabrics() && sqe.opcode() == admin_opc::KEEP_ALIVE
+}
+
+/// Keep Alive reads nothing of the subsystem and only refreshes the controller's timer, so it
+/// runs without admission: it is never queued behind a pause. The keep-alive timer runs while a
+/// subsystem is paused, and a queued Keep Alive would let a pause longer than KATO end every
+/// healthy association of the subsystem.
+fn keep_alive(
+    cx: &mut ExecCtx<'_>,
+    q: &mut Queue,
+    req: &mut ExecReq,
+    ctrl: &Arc<NvmfCtrlr>,
+) -> Outcome {
+    let view = SubsystemView::bare(match ctrl.subsystem().kind() {
+        SubsystemType::Discovery => SubsystemKind::Discovery,
+        SubsystemType::Nvme => SubsystemKind::Nvm,
+    });
+    let (sqe, now) = (req.sqe, cx.now);
+    let c = match ctrl.with(|c| c.admin(&view, &sqe, &mut [], now)) {
+        AdminOutcome::Complete(c) => c,
+        // Keep Alive never parks nor aborts.
+        _ => Completion::err(Status::INTERNAL_ERROR),
+    };
+    req.cqe = c.cqe(&sqe, q.sqhd());
+    req.data_len = 0;
+    Outcome::Complete
 }
 
 fn io_cmd(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) -> Outcome {
@@ -710,7 +743,6 @@ pub fn is_read(sqe: &Sqe) -> bool {
 mod tests {
     use super::*;
     use crate::nvme::sgl::SglDescriptor;
-    use crate::nvme::spec::admin_opc;
     use crate::reactor::ReactorCtx;
     use fabric::mem::IoBuf;
 
