@@ -559,9 +559,16 @@ fn reset_drops_queues_and_aers() {
     );
     assert_eq!(ctrl.parked_aers(), &[0x1F]);
     assert_eq!(prop_set(CC_EN0, &mut ctrl, &view), CcChange::Disabled);
-    assert_eq!(prop_get(prop::CSTS, false, &mut ctrl, &view), 0);
     assert!(ctrl.parked_aers().is_empty());
+    // The reset waits for the I/O queue the exec layer disconnects: its id stays taken and
+    // CSTS.RDY reads 1 until it is gone.
+    assert!(ctrl.reset_pending());
+    assert_eq!(ctrl.num_io_queues(), 1);
+    assert_eq!(prop_get(prop::CSTS, false, &mut ctrl, &view), 1);
+    ctrl.io_queue_closed(1);
+    assert!(!ctrl.reset_pending());
     assert_eq!(ctrl.num_io_queues(), 0);
+    assert_eq!(prop_get(prop::CSTS, false, &mut ctrl, &view), 0);
     // Admin commands are refused until re-enabled.
     assert_eq!(
         status(&mut ctrl, &view, identify(cns::CONTROLLER, 0), 4096),
@@ -571,6 +578,21 @@ fn reset_drops_queues_and_aers() {
     assert_eq!(ctrl.ns_changed(&[1]), None);
     assert_eq!(prop_set(CC_EN1, &mut ctrl, &view), CcChange::Enabled);
     assert!(t.io_queue(&mut ctrl, 1, 15).status.is_success());
+    // A host that enables again before the old queues are gone cannot reuse their ids.
+    assert_eq!(prop_set(CC_EN0, &mut ctrl, &view), CcChange::Disabled);
+    assert_eq!(prop_set(CC_EN1, &mut ctrl, &view), CcChange::Enabled);
+    assert_eq!(
+        t.io_queue(&mut ctrl, 1, 15).status,
+        Status::COMMAND_SEQUENCE_ERROR
+    );
+    assert!(!ctrl.reset_pending());
+    assert!(t.io_queue(&mut ctrl, 2, 15).status.is_success());
+    ctrl.io_queue_closed(1);
+    assert!(t.io_queue(&mut ctrl, 1, 15).status.is_success());
+    assert_eq!(
+        t.io_queue(&mut ctrl, 1, 15).status,
+        Status::COMMAND_SEQUENCE_ERROR
+    );
 }
 
 #[test]
