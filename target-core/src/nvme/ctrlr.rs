@@ -134,6 +134,9 @@ pub struct Controller {
     /// A controller reset (CC.EN 1→0) waits for the I/O queues it disconnected: CSTS.RDY reads
     /// 1 until the last one is gone.
     reset_pending: bool,
+    /// Discovery controllers: the generation of the log this host last read (or was notified
+    /// of); until its first read, the one of its first command. 0 = none yet.
+    pub(super) disc_genctr: u64,
 }
 
 impl Controller {
@@ -173,6 +176,7 @@ impl Controller {
             ka_deadline: None,
             io_queues: vec![0; words],
             reset_pending: false,
+            disc_genctr: 0,
         };
         c.set_kato(kato, now);
         debug!(
@@ -369,6 +373,19 @@ impl Controller {
         self.aer.post(AsyncEvent::DiscoveryLogChanged)
     }
 
+    /// The discovery log this host may see now has generation `genctr` (the exec layer asks
+    /// after every change of subsystems, listeners or hosts). When it differs from the log the
+    /// host last read, the change is reported like [`Controller::discovery_log_changed`]; a
+    /// change this host cannot see reports nothing.
+    pub fn discovery_log_generation(&mut self, genctr: u64) -> Option<AerCompletion> {
+        if self.kind != SubsystemKind::Discovery || genctr == self.disc_genctr {
+            return None;
+        }
+        self.disc_genctr = genctr;
+        debug!(cntlid = self.cntlid, hostnqn = %self.hostnqn, genctr, "discovery log changed");
+        self.discovery_log_changed()
+    }
+
     /// Removes a parked AER (for Abort). True if it was parked.
     pub fn cancel_aer(&mut self, cid: u16) -> bool {
         self.aer.cancel(cid)
@@ -400,6 +417,11 @@ impl Controller {
     ) -> AdminOutcome {
         if self.ka_deadline.is_some() {
             self.ka_deadline = self.kato_deadline(now);
+        }
+        if let Some(log) = &view.discovery_log
+            && self.disc_genctr == 0
+        {
+            self.disc_genctr = log.genctr;
         }
         let out = self.dispatch(view, sqe, data_out, now);
         if let AdminOutcome::Complete(c) = &out {

@@ -71,6 +71,8 @@ pub(super) fn execute(
                 entries: &[],
             });
         log.read(g.offset, out);
+        // The host knows this generation now: only later changes are news to it.
+        ctrl.disc_genctr = log.genctr;
         if !g.rae {
             ctrl.aer.clear(AsyncEvent::DiscoveryLogChanged);
         }

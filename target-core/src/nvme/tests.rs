@@ -1710,6 +1710,63 @@ fn persistent_discovery_kato_kept() {
 }
 
 #[test]
+fn discovery_change_notices_follow_the_log_the_host_read() {
+    let mut t = Tgt::new();
+    let now = Instant::now();
+    let (s, d) = admin_connect_capsule(0, DISCOVERY_NQN, 30_000);
+    let mut ctrl = t.admin_connect(&s, &d, now).0.unwrap();
+    let view = t.disc_view();
+    assert_eq!(prop_set(CC_EN1, &mut ctrl, &view), CcChange::Enabled);
+    run(
+        &mut ctrl,
+        &view,
+        set_features(fid::ASYNC_EVENT_CONFIG, 1 << 31),
+        0,
+        now,
+    );
+    run(
+        &mut ctrl,
+        &view,
+        get_log(lid::DISCOVERY, 0, 1024, 0, false),
+        1024,
+        now,
+    );
+    assert_eq!(
+        ctrl.admin(&view, &aer(0x1F), &mut [], now),
+        AdminOutcome::Parked
+    );
+    // The same log: nothing to tell.
+    assert_eq!(ctrl.discovery_log_generation(t.genctr), None);
+    // A command built with a newer log does not count as having read it.
+    t.genctr += 1;
+    let newer = t.disc_view();
+    assert!(status(&mut ctrl, &newer, keep_alive(), 0).is_success());
+    let done = ctrl.discovery_log_generation(t.genctr).expect("notice");
+    assert_eq!(done.dw0, 0x0070_F002);
+    // Masked until the host reads the log with RAE = 0; then the next change is news.
+    assert_eq!(
+        ctrl.admin(&newer, &aer(0x2F), &mut [], now),
+        AdminOutcome::Parked
+    );
+    assert_eq!(ctrl.discovery_log_generation(t.genctr + 1), None);
+    run(
+        &mut ctrl,
+        &newer,
+        get_log(lid::DISCOVERY, 0, 1024, 0, false),
+        1024,
+        now,
+    );
+    assert_eq!(ctrl.discovery_log_generation(t.genctr), None);
+    assert_eq!(
+        ctrl.discovery_log_generation(t.genctr + 5).map(|a| a.cid),
+        Some(0x2F)
+    );
+    // I/O controllers never get it.
+    let mut io = live_controller(&mut t, now);
+    assert_eq!(io.discovery_log_generation(9), None);
+}
+
+#[test]
 fn every_admin_command_refreshes_keep_alive() {
     let mut t = Tgt::new();
     let t0 = Instant::now();

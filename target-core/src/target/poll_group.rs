@@ -697,6 +697,12 @@ impl PollGroup {
         pending
     }
 
+    pub(crate) fn discovery_changed(&mut self) {
+        for t in self.transports.iter_mut().flatten() {
+            t.discovery_changed(&mut self.core);
+        }
+    }
+
     pub(crate) fn disconnect_host(&mut self, subsystem: u32, host: &str) {
         for t in self.transports.iter_mut().flatten() {
             t.disconnect_host(&mut self.core, subsystem, host);
