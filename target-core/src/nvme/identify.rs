@@ -258,8 +258,9 @@ pub fn controller(ctrl: &Controller, view: &SubsystemView<'_>, b: &mut IdentifyD
     le::put_u32(b, 2056, 0x4);
 }
 
-/// ONCS: Compare always; Dataset Management always (deallocation is advisory and becomes a
-/// no-op on a namespace that cannot unmap); Write Zeroes when every namespace supports it.
+/// ONCS: Compare always (every bdev that can read compares: natively, or by reading in the bdev
+/// channel); Dataset Management always (deallocation is advisory and becomes a no-op on a
+/// namespace that cannot unmap); Write Zeroes when every namespace supports it.
 pub fn oncs(view: &SubsystemView<'_>) -> u16 {
     let mut v = 1 << 0 | 1 << 2;
     if view.namespaces.iter().all(|n| n.supports_write_zeroes) {

@@ -53,7 +53,7 @@ pub struct NsInfo {
     pub unmap: bool,
     /// Write zeroes supported.
     pub write_zeroes: bool,
-    /// Compare supported.
+    /// Compare supported (natively or by reading).
     pub compare: bool,
     /// Writes supported (false for a read-only bdev).
     pub writable: bool,
@@ -73,7 +73,7 @@ impl NsInfo {
             write_cache: b.write_cache(),
             unmap: b.supports(IoType::Unmap),
             write_zeroes: b.supports(IoType::WriteZeroes),
-            compare: b.supports(IoType::Compare),
+            compare: b.can_compare(),
             writable: b.supports(IoType::Write),
         }
     }
