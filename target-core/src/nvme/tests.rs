@@ -1433,7 +1433,7 @@ fn features() {
         ),
         Status::INVALID_FIELD
     );
-    for f in [0x01u8, 0x02, 0x0C, 0x0E, 0x16, 0x80, 0xFF] {
+    for f in [0x03u8, 0x08, 0x0C, 0x0E, 0x16, 0x80, 0xFF] {
         assert_eq!(
             status(&mut ctrl, &view, set_features(f, 0), 0),
             Status::INVALID_FIELD,
@@ -1443,6 +1443,48 @@ fn features() {
             status(&mut ctrl, &view, get_features(f, 0, 0), 0),
             Status::INVALID_FIELD,
             "get {f:#x}"
+        );
+    }
+}
+
+/// Issue 13 item 11: the mandatory features Arbitration (01h), Power Management (02h), Error
+/// Recovery (05h) and Write Atomicity Normal (0Ah) answered Get Features with Invalid Field.
+#[test]
+fn mandatory_features_arbitration_power_error_recovery_write_atomicity_answer() {
+    let mut t = Tgt::new();
+    let now = Instant::now();
+    let mut ctrl = live_controller(&mut t, now);
+    let view = t.view();
+    // (feature, value): Arbitration burst "no limit" with round robin only (CAP.AMS 0, so no
+    // weights); power state 0 of the single one (NPSS 0), no workload hint; no error recovery
+    // time limit, no deallocated-block error; Write Atomicity Normal as AWUN says.
+    for (f, value) in [(0x01u8, 0x7u32), (0x02, 0), (0x05, 0), (0x0A, 0)] {
+        for sel in 0..3 {
+            let (c, _) = run(&mut ctrl, &view, get_features(f, sel, 0), 0, now);
+            assert_eq!(c.status, Status::SUCCESS, "get {f:#x} sel {sel}");
+            assert_eq!(c.dw0, value, "get {f:#x} sel {sel}");
+        }
+        let (c, _) = run(&mut ctrl, &view, get_features(f, 3, 0), 0, now);
+        assert_eq!(
+            (c.status, c.dw0),
+            (Status::SUCCESS, 0),
+            "{f:#x}: neither saveable, namespace specific nor changeable"
+        );
+        assert_eq!(
+            status(&mut ctrl, &view, set_features(f, value), 0),
+            Status::FEATURE_NOT_CHANGEABLE,
+            "set {f:#x}"
+        );
+    }
+    // Prohibited on discovery controllers.
+    let (s, d) = admin_connect_capsule(0, DISCOVERY_NQN, 0);
+    let mut disc = t.admin_connect(&s, &d, now).0.unwrap();
+    let dv = t.disc_view();
+    assert_eq!(prop_set(CC_EN1, &mut disc, &dv), CcChange::Enabled);
+    for f in [0x01u8, 0x02, 0x05, 0x0A] {
+        assert_eq!(
+            status(&mut disc, &dv, get_features(f, 0, 0), 0),
+            Status::INVALID_FIELD
         );
     }
 }
