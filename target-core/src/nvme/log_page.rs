@@ -96,9 +96,10 @@ pub(super) fn execute(
         }
         lid::ERROR => ctrl.errors.encode(&mut img),
         lid::SMART => {
+            // Controller-wide only (LPA bit 0 clear): any other NSID is Invalid Field.
             let nsid = sqe.nsid();
-            if nsid != 0 && nsid != NSID_ALL && view.namespace(nsid).is_none() {
-                return Err(Status::INVALID_NAMESPACE);
+            if nsid != 0 && nsid != NSID_ALL {
+                return Err(Status::INVALID_FIELD);
             }
             smart(ctrl, &mut img);
             512

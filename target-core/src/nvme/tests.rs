@@ -8,7 +8,7 @@ use super::discovery::{adrfam, eflags, subtype};
 use super::fabrics::build;
 use super::identify::ctrl_off;
 use super::regs::csts;
-use super::spec::{admin_opc, cns, fctype, fid, io_opc, le, lid, prop};
+use super::spec::{NSID_ALL, admin_opc, cns, fctype, fid, io_opc, le, lid, prop};
 use super::*;
 
 const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:0f0e0d0c-0b0a-0908-0706-050403020100";
@@ -1147,12 +1147,6 @@ fn log_page_edges() {
         status(&mut ctrl, &view, get_log(lid::SMART, 0, 512, 0, false), 508).linux(),
         0x400F
     );
-    // SMART for an inactive namespace; for an active one.
-    assert_eq!(
-        status(&mut ctrl, &view, get_log(lid::SMART, 2, 512, 0, false), 512),
-        Status::INVALID_NAMESPACE
-    );
-    assert!(status(&mut ctrl, &view, get_log(lid::SMART, 1, 512, 0, false), 512).is_success());
     // Firmware slot, supported pages, effects.
     let (_, fw) = run(
         &mut ctrl,
@@ -1187,6 +1181,43 @@ fn log_page_edges() {
             status(&mut ctrl, &view, get_log(l, 0, 512, 0, false), 512).linux(),
             0x4109,
             "lid {l:#x}"
+        );
+    }
+}
+
+/// Issue 13 item 12: the SMART / Health log for one NSID answered with the controller-wide
+/// data although LPA bit 0 (per-namespace SMART) is clear; the spec wants Invalid Field.
+#[test]
+fn smart_log_for_one_namespace_is_invalid_field_without_lpa_bit_0() {
+    let mut t = Tgt::new();
+    let now = Instant::now();
+    let mut ctrl = live_controller(&mut t, now);
+    let view = t.view();
+    let (_, id) = run(&mut ctrl, &view, identify(cns::CONTROLLER, 0), 4096, now);
+    assert_eq!(id[ctrl_off::LPA] & 1, 0, "no per-namespace SMART");
+    for nsid in [0, NSID_ALL] {
+        assert!(
+            status(
+                &mut ctrl,
+                &view,
+                get_log(lid::SMART, nsid, 512, 0, false),
+                512
+            )
+            .is_success(),
+            "controller-wide SMART with NSID {nsid:#x}"
+        );
+    }
+    // An active namespace, an inactive one, one above NN.
+    for nsid in [1, 2, 1000] {
+        assert_eq!(
+            status(
+                &mut ctrl,
+                &view,
+                get_log(lid::SMART, nsid, 512, 0, false),
+                512
+            ),
+            Status::INVALID_FIELD,
+            "SMART for NSID {nsid}"
         );
     }
 }
