@@ -335,7 +335,7 @@ fn linux_connect_sequence() {
     assert_eq!(id[ctrl_off::CNTRLTYPE], 1);
     assert_eq!(le::u16_at(&id, ctrl_off::OACS), 0);
     assert_eq!(id[ctrl_off::AERL], 3);
-    assert_eq!(id[ctrl_off::LPA], 0x04);
+    assert_eq!(id[ctrl_off::LPA], 0x06);
     assert_eq!(le::u16_at(&id, ctrl_off::KAS), 10);
     assert_eq!(id[512], 0x66);
     assert_eq!(id[513], 0x44);
@@ -1185,6 +1185,43 @@ fn log_page_edges() {
     }
 }
 
+/// Issue 13 item 12: LPA bit 1 was clear although the Commands Supported and Effects log
+/// (05h) is served, so hosts (Linux reads it at connect when the bit is set) never asked.
+#[test]
+fn lpa_bit_1_advertises_the_commands_supported_and_effects_log() {
+    let mut t = Tgt::new();
+    let now = Instant::now();
+    let mut ctrl = live_controller(&mut t, now);
+    let view = t.view();
+    let (_, id) = run(&mut ctrl, &view, identify(cns::CONTROLLER, 0), 4096, now);
+    assert_eq!(id[ctrl_off::LPA] & 0b10, 0b10, "LPA bit 1");
+    // What Linux then reads: NSID FFFFFFFFh, CSI 0 (NVM) in CDW14, 4 KiB.
+    let mut s = get_log(lid::CMD_EFFECTS, NSID_ALL, 4096, 0, false);
+    s.set_cdw(14, 0);
+    let (c, eff) = run(&mut ctrl, &view, s, 4096, now);
+    assert!(c.status.is_success());
+    assert_eq!(eff.len(), 4096);
+    assert_eq!(
+        le::u32_at(&eff, usize::from(admin_opc::IDENTIFY) * 4),
+        1,
+        "Identify: CSUPP"
+    );
+    assert_eq!(
+        le::u32_at(&eff, 1024 + usize::from(io_opc::READ) * 4),
+        1,
+        "Read: CSUPP"
+    );
+    // And the supported log pages say so too.
+    let (_, sup) = run(
+        &mut ctrl,
+        &view,
+        get_log(lid::SUPPORTED_LOG_PAGES, 0, 1024, 0, false),
+        1024,
+        now,
+    );
+    assert_eq!(le::u32_at(&sup, usize::from(lid::CMD_EFFECTS) * 4), 1);
+}
+
 /// Issue 13 item 12: the SMART / Health log for one NSID answered with the controller-wide
 /// data although LPA bit 0 (per-namespace SMART) is clear; the spec wants Invalid Field.
 #[test]
@@ -1611,7 +1648,7 @@ fn discovery_session() {
     );
     assert_eq!(le::u16_at(&id, ctrl_off::CNTLID), ctrl.cntlid());
     assert_eq!(le::u32_at(&id, ctrl_off::OAES), 1 << 31);
-    assert_eq!(id[ctrl_off::LPA] & 4, 4);
+    assert_eq!(id[ctrl_off::LPA], 4, "no effects log on discovery");
     assert_eq!(le::u32_at(&id, ctrl_off::SGLS) & 4, 4);
     assert_eq!(le::u16_at(&id, ctrl_off::ICDOFF), 0);
     assert_eq!(le::u16_at(&id, ctrl_off::MAXCMD), 128);
