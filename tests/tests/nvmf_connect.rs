@@ -396,6 +396,7 @@ fn malformed_commands_get_the_right_status() {
         Status::INVALID_OPCODE
     );
     // I/O queue.
+    assert_eq!(c.id_ctrl[77], 5, "MDTS: 128 KiB");
     let q = &mut c.io[0];
     let data = vec![7u8; 4096];
     let (addr, rkey) = q.raw_data_region();
@@ -465,6 +466,17 @@ fn malformed_commands_get_the_right_status() {
             }
         )),
         Status::DATA_SGL_LENGTH_INVALID
+    );
+    // A transfer above MDTS: Invalid Field, before any data moves.
+    assert_eq!(
+        st(q.cmd(
+            read_sqe(1, 0, 512),
+            Data::Raw {
+                sgl: SglDescriptor::keyed(addr, 256 * 1024, rkey, false),
+                capsule: &[]
+            }
+        )),
+        Status::INVALID_FIELD
     );
     assert_eq!(
         st(q.cmd(write_sqe(1, 2047, 2), Data::InCapsule(&data[..1024]))),

@@ -845,6 +845,45 @@ mod tests {
         assert!(!req.is_admitted());
     }
 
+    /// Issue 13 item 12: a transfer above MDTS got Data SGL Length Invalid; the base
+    /// specification (MDTS) wants Invalid Field in Command.
+    #[test]
+    fn a_transfer_above_mdts_is_invalid_field() {
+        let t = info();
+        let max = t.limits.max_io_size;
+        let mut q = Queue::detached(1);
+        let mut req = ExecReq::new(1);
+        // A read of twice MDTS: one keyed descriptor, then the same as a keyed list.
+        let mut s = Sqe::new(io_opc::READ, 1);
+        s.set_nsid(1).set_cdw(12, 2 * max / 512 - 1);
+        s.set_sgl1(SglDescriptor::keyed(0x1000, 2 * max, 9, false));
+        req.reset(1, s);
+        assert_eq!(
+            begin(&t, &mut q, &mut req, &[], 4096),
+            Err(Status::INVALID_FIELD)
+        );
+        let mut list = [0u8; 32];
+        list[..16].copy_from_slice(&SglDescriptor::keyed(0x1000, max, 9, false).0);
+        list[16..].copy_from_slice(&SglDescriptor::keyed(0x9000, 512, 9, false).0);
+        let mut s = Sqe::new(io_opc::WRITE, 2);
+        s.set_sgl1(SglDescriptor::last_segment_in_capsule(0, 32));
+        req.reset(2, s);
+        let mut t16 = info();
+        t16.limits.msdbd = 16;
+        assert_eq!(
+            begin(&t16, &mut q, &mut req, &list, 4096),
+            Err(Status::INVALID_FIELD)
+        );
+        // Exactly MDTS is fine.
+        let mut s = Sqe::new(io_opc::READ, 3);
+        s.set_sgl1(SglDescriptor::keyed(0x1000, max, 9, false));
+        req.reset(3, s);
+        assert_eq!(
+            begin(&t, &mut q, &mut req, &[], 4096),
+            Ok(Direction::ControllerToHost)
+        );
+    }
+
     #[test]
     fn dataset_management_ranges_are_walked_in_order() {
         let ns = NamespaceView::new(1, 512, 1000);
