@@ -48,8 +48,14 @@ fn discovery_lists_what_the_host_may_access() {
         assert_eq!(&r[0..3], &[1, 1, 2], "RDMA, IPv4, NVM subsystem");
         assert_eq!(r[3], 2, "secure channel not required");
         assert_eq!(u16::from_le_bytes([r[6], r[7]]), 0xFFFF);
-        assert_eq!(cstr(&r[32..64]), "4420");
-        assert_eq!(cstr(&r[512..768]), rtgt_tests::TARGET_IP);
+        // ASCII string fields: space-padded.
+        assert_eq!(String::from_utf8_lossy(&r[32..64]).trim_end(), "4420");
+        assert_eq!(r[63], b' ');
+        assert_eq!(
+            String::from_utf8_lossy(&r[512..768]).trim_end(),
+            rtgt_tests::TARGET_IP
+        );
+        assert_eq!(r[767], b' ');
         assert_eq!(&r[768..771], &[1, 1, 1], "RC, not specified, RDMA_CM");
     }
     assert!(entries[2048..].iter().all(|&b| b == 0), "zero past the end");
