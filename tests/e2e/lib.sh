@@ -34,9 +34,16 @@
 : "${SRPT_PEER_PORT:=5555}"                   # rtgt can run beside them
 : "${RTGT_SRP_PORT:=5556}"                    # the port rtgt's SRP scenarios listen on
 : "${NVME_CTRL_LOSS_TMO:=20}"
+# Set by run.sh when the guest's virtio-net NIC leads to a host network namespace (--netns,
+# "# e2e-netns:"); empty otherwise.
+: "${E2E_NETNS_HOST_IP:=}"                    # the namespace's end (10.78.0.1)
+: "${E2E_NETNS_GUEST_IP:=}"                   # this guest's address on that NIC (10.78.0.2)
+: "${E2E_NETNS_PREFIXLEN:=}"
+: "${E2E_NETNS_DEV:=}"                        # the NIC (ns0)
 export E2E_HOME E2E_IP E2E_PREFIXLEN E2E_NETDEV E2E_RDMA_DEV E2E_SRP_HOST E2E_HOSTID E2E_HOSTNQN \
   E2E_BIN E2E_SCENARIO E2E_LOGDIR E2E_TRACE RTGT RTGT_SOCK RTGT_LOG RTGT_NVME_PORT \
-  NVMET_PEER_NQN NVMET_PEER_PORT SRPT_PEER_PORT RTGT_SRP_PORT
+  NVMET_PEER_NQN NVMET_PEER_PORT SRPT_PEER_PORT RTGT_SRP_PORT E2E_NETNS_HOST_IP E2E_NETNS_GUEST_IP \
+  E2E_NETNS_PREFIXLEN E2E_NETNS_DEV
 export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
 
 # Loaded by /init at boot, in this order (crc32_generic before rdma_rxe). The kernel targets
@@ -545,6 +552,19 @@ srp_logout_all() {
 }
 e2e__no_srp_ports() { [ -z "$(srp_hosts)" ]; }
 e2e__no_srp_scsi_hosts() { ! grep -qx ib_srp /sys/class/scsi_host/host*/proc_name 2> /dev/null; }
+
+# --- TCP from the guest (bash /dev/tcp; busybox's static wget crashes) ----------------------
+# http_get HOST PORT PATH [SECS]: HTTP/1.0 GET; prints the body. Returns status 1 unless the
+# answer is 200 within SECS (default 10).
+http_get() {
+  local resp status
+  resp=$(timeout "${4:-10}" bash -c 'exec 3<> "/dev/tcp/$1/$2" || exit 1
+    printf "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" "$3" "$1" >&3
+    cat <&3' bash "$1" "$2" "$3") || return 1
+  status=${resp%%$'\r'*}
+  [[ $status == "HTTP/1."?" 200"* ]] || { echo "http_get $1:$2$3: $status" >&2; return 1; }
+  printf '%s\n' "${resp#*$'\r\n\r\n'}"
+}
 
 # --- fio -------------------------------------------------------------------------------------
 # fio_verify DEV SIZE [FIO_OPTIONS...]: write SIZE (e.g. 32M) of DEV with crc32c verification
