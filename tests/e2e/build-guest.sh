@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Build the e2e guest: a Debian kernel plus an initramfs made of two concatenated cpio archives.
 #
-#   build-guest.sh [--rtgt BIN] [--scenarios DIR] [--config FILE] OUTDIR
+#   build-guest.sh [--kernel KERNEL] [--rtgt BIN] [--scenarios DIR] [--config FILE] OUTDIR
+#
+# KERNEL is a Debian bookworm kernel: 6.1 (the default, what linux-image-amd64 depends on) or
+# another MAJOR.MINOR that bookworm ships as linux-image-MAJOR.MINOR-amd64 (6.12, from
+# bookworm-security), or an exact package name (linux-image-6.12.117+deb12-amd64).
 #
 # 1. The *base* archive (cached): busybox, the kernel modules (soft-RoCE, the NVMe/RDMA and SRP
-#    initiators, the kernel targets nvmet-rdma and LIO ib_srpt, null_blk, 9p), and user-space
+#    initiators, the kernel targets nvmet-rdma and LIO ib_srpt, null_blk, 9p, virtio-net), and user-space
 #    tools with their shared libraries (iproute2's ip and rdma, nvme-cli, fio, jq, sg3-utils,
 #    libibverbs/librdmacm and the rxe provider, the ibverbs/rdmacm utilities). It is kept under
 #    ${RTGT_E2E_CACHE:-$HOME/.cache/rtgt-e2e}/base-<kernel version>-<hash>, where the hash covers
@@ -27,7 +31,7 @@ BOOT_MODULES="virtio_pci 9pnet_virtio 9p configfs crc32_generic dummy veth rdma_
   ib_uverbs ib_umad nvme_rdma ib_srp sd_mod sg"
 # Shipped too, loaded on demand (the kernel targets and their backing stores).
 EXTRA_MODULES="null_blk brd loop nvmet_rdma nvmet_tcp nvme_tcp ib_srpt target_core_mod
-  target_core_iblock target_core_file crc32c_generic"
+  target_core_iblock target_core_file crc32c_generic virtio_net"
 # Host commands copied into the guest with their libraries (the first found of each name).
 GUEST_TOOLS="bash ip rdma bridge nvme fio jq ibv_devices ibv_devinfo ibv_rc_pingpong rping ucmatose
   rdma_server rdma_client sg_inq sg_vpd sg_readcap sg_luns sg_turs sg_raw sg_unmap sg_sync
@@ -35,7 +39,7 @@ GUEST_TOOLS="bash ip rdma bridge nvme fio jq ibv_devices ibv_devinfo ibv_rc_ping
 # command-or-file -> Debian package that provides it on the host.
 HOST_NEEDS="qemu-system-x86_64:qemu-system-x86 cpio:cpio ip:iproute2 rdma:iproute2 nvme:nvme-cli
   fio:fio jq:jq depmod:kmod modprobe:kmod ibv_devinfo:ibverbs-utils rping:rdmacm-utils
-  sg_inq:sg3-utils lsblk:util-linux flock:util-linux dpkg-deb:dpkg
+  sg_inq:sg3-utils lsblk:util-linux flock:util-linux dpkg-deb:dpkg xz:xz-utils
   /usr/lib/$MULTIARCH/libibverbs/librxe-rdmav*.so:ibverbs-providers
   /etc/libibverbs.d/rxe.driver:ibverbs-providers
   /usr/lib/$MULTIARCH/librdmacm.so.1:librdmacm1 /usr/lib/$MULTIARCH/libibverbs.so.1:libibverbs1
@@ -127,15 +131,27 @@ find_tool() {
 # ---------------------------------------------------------------------------------------------
 # Kernel
 # ---------------------------------------------------------------------------------------------
+# apt_resolve META: the linux-image-<version> package a meta-package depends on.
+apt_resolve() {
+  apt-cache depends "$1" 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}'
+}
+
+# kernel_package KERNEL -> the linux-image package to boot (see the header for KERNEL).
 kernel_package() {
-  local k
-  if [ -n "${RTGT_E2E_KERNEL_PKG:-}" ]; then echo "$RTGT_E2E_KERNEL_PKG"; return; fi
-  k=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+  local want=$1 meta k
+  case $want in
+    linux-image-[0-9]*) echo "$want"; return ;;
+    6.1) meta=linux-image-amd64 ;;                  # bookworm's default kernel
+    [0-9]*.[0-9]*) meta=linux-image-$want-amd64 ;;  # e.g. linux-image-6.12-amd64
+    *) die "unknown kernel '$want': give MAJOR.MINOR (6.1, 6.12) or a linux-image-* package name" ;;
+  esac
+  k=$(apt_resolve "$meta")
   if [ -z "$k" ] && [ "$(id -u)" = 0 ] && [ "$APT_UPDATED" = 0 ]; then
     apt-get update -qq >&2; APT_UPDATED=1
-    k=$(apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+    k=$(apt_resolve "$meta")
   fi
-  [ -n "$k" ] || die "cannot resolve linux-image-amd64 with apt-cache (set RTGT_E2E_KERNEL_PKG)"
+  [ -n "$k" ] || die "apt-cache cannot resolve $meta (Debian bookworm ships linux-image-6.12-amd64 in bookworm-security: is that suite in the apt sources? run apt-get update)"
+  [[ $k == "linux-image-$want."* ]] || die "$meta depends on $k, not a $want kernel (a Debian bookworm host is needed)"
   echo "$k"
 }
 
@@ -202,10 +218,17 @@ build_base() {
   mods=$(for m in $BOOT_MODULES $EXTRA_MODULES; do
            modprobe -d "$kdir" -S "$kver" --show-depends "$m" || die "module $m not in $kver"
          done | awk '$1=="insmod"{print $2}' | sort -u)
+  # Compressed modules (6.12 ships .ko.xz) are stored decompressed: busybox's modprobe loads
+  # plain .ko files, and decompressing at build time costs the TCG guest nothing at boot.
   for f in $mods; do
     rel=${f#*/lib/modules/"$kver"/}
     mkdir -p "$root/usr/lib/modules/$kver/$(dirname "$rel")"
-    cp "$f" "$root/usr/lib/modules/$kver/$rel"
+    case $rel in
+      *.ko) cp "$f" "$root/usr/lib/modules/$kver/$rel" ;;
+      *.ko.xz) xz -dc "$f" > "$root/usr/lib/modules/$kver/${rel%.xz}" ;;
+      *.ko.gz) gzip -dc "$f" > "$root/usr/lib/modules/$kver/${rel%.gz}" ;;
+      *) die "module $f: unsupported compression" ;;
+    esac
   done
   cp "$kdir/lib/modules/$kver"/modules.{order,builtin,builtin.modinfo} "$root/usr/lib/modules/$kver/"
   depmod -b "$root" "$kver"
@@ -225,7 +248,7 @@ build_base() {
 ensure_base() {
   local kpkg kdir kver key dest tmp
   mkdir -p "$CACHE/kernel"
-  kpkg=$(kernel_package)
+  kpkg=$(kernel_package "$KERNEL")
   kver=${kpkg#linux-image-}
   kdir=$(fetch_kernel "$kpkg")
   [ -d "$kdir/lib/modules/$kver" ] || die "$kpkg has no /lib/modules/$kver"
@@ -243,13 +266,18 @@ ensure_base() {
       echo "$kver" > "$tmp/kver"
       rm -rf "$dest"; mv "$tmp" "$dest"; touch "$dest/.done"
       say "base built in $((SECONDS - t0))s ($(du -sh "$dest/base.cpio" | cut -f1))"
-      # keep the three most recent bases
-      find "$CACHE" -maxdepth 1 -name 'base-*' -printf '%T@ %p\n' | sort -rn | tail -n +4 \
+      # keep the two most recent bases of this kernel and the four most recent in all, and the
+      # three most recently used unpacked kernel packages
+      find "$CACHE" -maxdepth 1 -name "base-$kver-*" -printf '%T@ %p\n' | sort -rn | tail -n +3 \
         | cut -d' ' -f2- | xargs -r rm -rf
+      find "$CACHE" -maxdepth 1 -name 'base-*' -printf '%T@ %p\n' | sort -rn | tail -n +5 \
+        | cut -d' ' -f2- | xargs -r rm -rf
+      find "$CACHE/kernel" -mindepth 1 -maxdepth 1 -name 'linux-image-*' -printf '%T@ %p\n' \
+        | sort -rn | tail -n +4 | cut -d' ' -f2- | xargs -r rm -rf
     fi
     flock -u 9
   fi
-  touch "$dest"
+  touch "$dest" "$kdir"
   echo "$dest"
 }
 
@@ -319,10 +347,12 @@ build_overlay() {
   rm -rf "$root"
 }
 
+KERNEL=6.1
 main() {
   local rtgt="" scen="$E2E_DIR/scenarios" config="" out="" base t0=$SECONDS
   while [ $# -gt 0 ]; do
     case $1 in
+      --kernel) KERNEL=$2; shift 2 ;;
       --rtgt) rtgt=$2; shift 2 ;;
       --scenarios) scen=$2; shift 2 ;;
       --config) config=$2; shift 2 ;;

@@ -34,9 +34,16 @@
 : "${SRPT_PEER_PORT:=5555}"                   # rtgt can run beside them
 : "${RTGT_SRP_PORT:=5556}"                    # the port rtgt's SRP scenarios listen on
 : "${NVME_CTRL_LOSS_TMO:=20}"
+# Set by run.sh when the guest's virtio-net NIC leads to a host network namespace (--netns,
+# "# e2e-netns:"); empty otherwise.
+: "${E2E_NETNS_HOST_IP:=}"                    # the namespace's end (10.78.0.1)
+: "${E2E_NETNS_GUEST_IP:=}"                   # this guest's address on that NIC (10.78.0.2)
+: "${E2E_NETNS_PREFIXLEN:=}"
+: "${E2E_NETNS_DEV:=}"                        # the NIC (ns0)
 export E2E_HOME E2E_IP E2E_PREFIXLEN E2E_NETDEV E2E_RDMA_DEV E2E_SRP_HOST E2E_HOSTID E2E_HOSTNQN \
   E2E_BIN E2E_SCENARIO E2E_LOGDIR E2E_TRACE RTGT RTGT_SOCK RTGT_LOG RTGT_NVME_PORT \
-  NVMET_PEER_NQN NVMET_PEER_PORT SRPT_PEER_PORT RTGT_SRP_PORT
+  NVMET_PEER_NQN NVMET_PEER_PORT SRPT_PEER_PORT RTGT_SRP_PORT E2E_NETNS_HOST_IP E2E_NETNS_GUEST_IP \
+  E2E_NETNS_PREFIXLEN E2E_NETNS_DEV
 export RUST_BACKTRACE="${RUST_BACKTRACE:-1}"
 
 # Loaded by /init at boot, in this order (crc32_generic before rdma_rxe). The kernel targets
@@ -310,6 +317,29 @@ nvmet_peer_setup() {
   export NVMET_PEER_NQN NVMET_PEER_PORT NVMET_PEER_BDEV
 }
 
+# nvmet_peer_add_host HOSTNQN [HOST_SECRET [CTRL_SECRET [HASH [DHGROUP]]]]: the peer subsystem
+# admits only the hosts added (allow_any_host off). With HOST_SECRET the host must authenticate
+# with DH-HMAC-CHAP (HASH hmac(sha256|sha384|sha512), default hmac(sha256); DHGROUP null or
+# ffdhe2048...ffdhe8192, default null); with CTRL_SECRET the controller authenticates to the host
+# too. Calling it again for the same host changes its keys (no effect on live controllers).
+nvmet_peer_add_host() {
+  local s=/sys/kernel/config/nvmet h=/sys/kernel/config/nvmet/hosts/$1
+  log "nvmet peer: host $1${2:+ with DH-HMAC-CHAP ${4:-hmac(sha256)} ${5:-null}}${3:+, bidirectional}"
+  [ -d "$h" ] || mkdir "$h" || fail "cannot create nvmet host $1"
+  echo 0 > "$s/subsystems/$NVMET_PEER_NQN/attr_allow_any_host"
+  [ -L "$s/subsystems/$NVMET_PEER_NQN/allowed_hosts/$1" ] \
+    || ln -s "$h" "$s/subsystems/$NVMET_PEER_NQN/allowed_hosts/$1" || fail "cannot allow host $1"
+  if [ -n "${2:-}" ]; then
+    [ -f "$h/dhchap_key" ] || fail "this kernel's nvmet has no DH-HMAC-CHAP (CONFIG_NVME_TARGET_AUTH; use # e2e-kernel: 6.12)"
+    echo "${4:-hmac(sha256)}" > "$h/dhchap_hash" || fail "nvmet refused dhchap_hash ${4:-hmac(sha256)}"
+    echo "${5:-null}" > "$h/dhchap_dhgroup" || fail "nvmet refused dhchap_dhgroup ${5:-null}"
+    echo "$2" > "$h/dhchap_key" || fail "nvmet refused the host key"
+    if [ -n "${3:-}" ]; then
+      echo "$3" > "$h/dhchap_ctrl_key" || fail "nvmet refused the controller key"
+    fi
+  fi
+}
+
 # nvmet_peer_teardown: removes every nvmet port, subsystem and host, the peer's null_blk, and
 # unloads nvmet. Idempotent; the runner calls it after every scenario.
 nvmet_peer_teardown() {
@@ -448,7 +478,7 @@ nvme_connect() {
   if [ $# -gt 0 ] && [ "$1" != -- ]; then addr=$1; shift; fi
   if [ $# -gt 0 ] && [ "$1" != -- ]; then port=$1; shift; fi
   [ "${1:-}" = -- ] && shift
-  log "nvme connect -t rdma -a $addr -s $port -n $nqn $*"
+  log "nvme connect -t rdma -a $addr -s $port -n $nqn $(e2e_redact "$*")"
   nvme connect -t rdma -a "$addr" -s "$port" -n "$nqn" \
     --ctrl-loss-tmo="$NVME_CTRL_LOSS_TMO" --reconnect-delay=1 "$@" >&2 \
     || fail "nvme connect to $nqn at $addr:$port failed"
@@ -465,6 +495,99 @@ nvme_disconnect() {
   wait_for 20 e2e__no_ctrl "$1"
 }
 e2e__no_ctrl() { [ -z "$(nvme_ctrls "$1")" ]; }
+
+# --- NVMe in-band authentication (DH-HMAC-CHAP, kernel 6.12) ---------------------------------
+# Helpers for the host side, shared by the kernel-peer reference scenario and rtgt's own
+# authentication scenarios. The guest must run a kernel with CONFIG_NVME_HOST_AUTH: put
+# "# e2e-kernel: 6.12" in the scenario's header.
+
+# e2e_redact STRING: STRING with every DHHC-1 secret replaced by DHHC-1:<redacted> (for logs).
+e2e_redact() { sed -E 's/DHHC-1:[0-9]{2}:[A-Za-z0-9+\/=]+:/DHHC-1:<redacted>/g' <<< "$1"; }
+
+# dhchap_gen_key [HMAC [NQN [LENGTH]]]: a new secret in the DHHC-1 representation from
+# `nvme gen-dhchap-key`. HMAC (0 none, 1 SHA-256, 2 SHA-384, 3 SHA-512; default 1) is the hash
+# the key is transformed with, for NQN (default $E2E_HOSTNQN: a host key; give the subsystem
+# NQN for a controller key). LENGTH 32, 48 or 64 bytes (default 32).
+dhchap_gen_key() {
+  local key
+  key=$(nvme gen-dhchap-key --hmac="${1:-1}" --nqn="${2:-$E2E_HOSTNQN}" --key-length="${3:-32}") \
+    || fail "nvme gen-dhchap-key failed"
+  [[ $key =~ ^DHHC-1:0${1:-1}:[A-Za-z0-9+/]+=*:$ ]] || fail "nvme gen-dhchap-key printed no DHHC-1 key: $key"
+  echo "$key"
+}
+
+# nvme_connect_dhchap NQN ADDR PORT HOST_SECRET [CTRL_SECRET] [-- NVME_CLI_OPTIONS...]:
+# nvme_connect with --dhchap-secret (and --dhchap-ctrl-secret for bidirectional
+# authentication); prints the namespace's block device. nvme_auth_result tells what was
+# negotiated.
+nvme_connect_dhchap() {
+  local nqn=$1 addr=$2 port=$3 opts=("--dhchap-secret=$4"); shift 4
+  if [ $# -gt 0 ] && [ "$1" != -- ]; then opts+=("--dhchap-ctrl-secret=$1"); shift; fi
+  [ "${1:-}" = -- ] && shift
+  nvme_connect "$nqn" "$addr" "$port" -- "${opts[@]}" "$@"
+}
+
+# nvme_auth_result CTRL: what the host logged for the last authentication of controller CTRL
+# (nvme0 ...) on its admin queue: "HASH DHGROUP" (e.g. "hmac(sha256) ffdhe2048") followed by
+# " bidirectional" when the host also authenticated the controller. Returns status 1 if the
+# host logged no successful authentication.
+nvme_auth_result() {
+  dmesg | awk -v c="nvme $1: qid 0: " '
+    index($0, c "authenticated with hash ") { n = split($0, w, " "); r = w[n - 2] " " w[n]; bi = "" }
+    index($0, c "controller authenticated") { bi = " bidirectional" }
+    index($0, c "authentication failed") || index($0, c "controller authentication failed") { r = ""; bi = "" }
+    END { if (r == "") exit 1; print r bi }'
+}
+
+# nvme_set_admin_timeout SECONDS [RETRIES]: the kernel host's admin command timeout and retry
+# count (nvme_core admin_timeout / max_retries, for controllers created from now on); the
+# defaults are 60 s and 5 retries. nvme_restore_admin_timeout (and e2e_cleanup) restores them:
+# keep the short values to the connects that must be refused (under load, a legitimate admin
+# command of a TCG guest can take seconds). A refused authentication that
+# never reaches the host (nvmet closes the queue right after sending failure1/failure2; under
+# soft-RoCE the message is often lost) ends only when the pending authentication command times
+# out: 6 x 60 s with the defaults, during which `nvme connect` cannot be killed. No
+# `nvme connect` option bounds it (keep-alive-tmo, ctrl-loss-tmo and reconnect-delay apply to
+# live controllers).
+nvme_set_admin_timeout() {
+  local p=/sys/module/nvme_core/parameters
+  [ -f "$E2E_RUN/nvme_core.admin_timeout" ] || cat $p/admin_timeout > "$E2E_RUN/nvme_core.admin_timeout"
+  [ -f "$E2E_RUN/nvme_core.max_retries" ] || cat $p/max_retries > "$E2E_RUN/nvme_core.max_retries"
+  log "nvme_core admin_timeout=$1 max_retries=${2:-0}"
+  echo "$1" > $p/admin_timeout || fail "cannot set nvme_core admin_timeout"
+  echo "${2:-0}" > $p/max_retries || fail "cannot set nvme_core max_retries"
+}
+
+# nvme_restore_admin_timeout: undo nvme_set_admin_timeout.
+nvme_restore_admin_timeout() {
+  local n
+  for n in admin_timeout max_retries; do
+    [ -f "$E2E_RUN/nvme_core.$n" ] || continue
+    cat "$E2E_RUN/nvme_core.$n" > "/sys/module/nvme_core/parameters/$n"
+    rm -f "$E2E_RUN/nvme_core.$n"
+  done
+  log "nvme_core admin_timeout=$(< /sys/module/nvme_core/parameters/admin_timeout) max_retries=$(< /sys/module/nvme_core/parameters/max_retries)"
+}
+
+# nvme_connect_refused MAX_SECONDS NQN ADDR PORT [NVME_CLI_OPTIONS...]: `nvme connect` must fail
+# within MAX_SECONDS and leave no controller of NQN. Sets NVME_REFUSED_SECS (how long it took)
+# and NVME_REFUSED_ERROR (nvme-cli's first line, e.g. "... Key was rejected by service" when
+# the host received the refusal, "... Input/output error" when its command timed out). Call it
+# directly, not in $(...).
+nvme_connect_refused() {
+  local max=$1 nqn=$2 addr=$3 port=$4 t0 rc=0 out; shift 4
+  log "nvme connect (must be refused within ${max}s) -t rdma -a $addr -s $port -n $nqn $(e2e_redact "$*")"
+  t0=$(uptime_s)
+  out=$(nvme connect -t rdma -a "$addr" -s "$port" -n "$nqn" --ctrl-loss-tmo="$NVME_CTRL_LOSS_TMO" \
+        --reconnect-delay=1 "$@" 2>&1) || rc=$?
+  NVME_REFUSED_SECS=$(awk -v a="$t0" -v b="$(uptime_s)" 'BEGIN{printf "%.1f", b-a}')
+  NVME_REFUSED_ERROR=$(head -1 <<< "$out")
+  [ "$rc" != 0 ] || fail "nvme connect to $nqn succeeded; it must be refused"
+  log "refused after ${NVME_REFUSED_SECS}s: $NVME_REFUSED_ERROR"
+  awk -v s="$NVME_REFUSED_SECS" -v m="$max" 'BEGIN{exit !(s <= m)}' \
+    || fail "nvme connect to $nqn was refused only after ${NVME_REFUSED_SECS}s (limit ${max}s): $NVME_REFUSED_ERROR"
+  [ -z "$(nvme_ctrls "$nqn")" ] || fail "a refused connect left controller(s) $(nvme_ctrls "$nqn")"
+}
 
 # --- SRP initiator (ib_srp) ------------------------------------------------------------------
 # srp_add_target SPEC: write SPEC ("id_ext=..,ioc_guid=..,dest=IP:PORT[,...]") to ib_srp's
@@ -546,6 +669,19 @@ srp_logout_all() {
 e2e__no_srp_ports() { [ -z "$(srp_hosts)" ]; }
 e2e__no_srp_scsi_hosts() { ! grep -qx ib_srp /sys/class/scsi_host/host*/proc_name 2> /dev/null; }
 
+# --- TCP from the guest (bash /dev/tcp; busybox's static wget crashes) ----------------------
+# http_get HOST PORT PATH [SECS]: HTTP/1.0 GET; prints the body. Returns status 1 unless the
+# answer is 200 within SECS (default 10).
+http_get() {
+  local resp status
+  resp=$(timeout "${4:-10}" bash -c 'exec 3<> "/dev/tcp/$1/$2" || exit 1
+    printf "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n" "$3" "$1" >&3
+    cat <&3' bash "$1" "$2" "$3") || return 1
+  status=${resp%%$'\r'*}
+  [[ $status == "HTTP/1."?" 200"* ]] || { echo "http_get $1:$2$3: $status" >&2; return 1; }
+  printf '%s\n' "${resp#*$'\r\n\r\n'}"
+}
+
 # --- fio -------------------------------------------------------------------------------------
 # fio_verify DEV SIZE [FIO_OPTIONS...]: write SIZE (e.g. 32M) of DEV with crc32c verification
 # headers, then read it all back and verify: O_DIRECT, libaio, QD16, 4k-128k blocks in random
@@ -589,6 +725,7 @@ e2e_cleanup() {
     for p in $(pidof rtgt); do kill -KILL "$p"; done
   }
   rm -f "$RTGT_SOCK" "$RTGT_SOCK.lock" /var/tmp/spdk.sock /var/tmp/spdk.sock.lock
+  nvme_restore_admin_timeout > /dev/null 2>&1
   nvmet_peer_teardown
   srpt_peer_teardown
   for n in /sys/kernel/config/nullb/*; do
