@@ -57,7 +57,7 @@ impl std::fmt::Debug for HttpOptions {
     }
 }
 
-/// Idle keep-alive connections and slow header senders are dropped after this long.
+/// Without an idle timeout, slow header senders are dropped after this long.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Whether an HTTP connection has a request in progress, and when it last answered.
@@ -178,7 +178,11 @@ pub async fn serve_http(
                         Ok::<_, Infallible>(r)
                     }
                 });
-                let header_timeout = idle.map_or(HEADER_TIMEOUT, |d| d.min(HEADER_TIMEOUT));
+                // With an idle timeout, the watchdog below closes slow header senders too (no
+                // answer yet means idle); hyper's own timer stays out of its way.
+                let header_timeout = idle.map_or(HEADER_TIMEOUT, |d| {
+                    HEADER_TIMEOUT.max(d + Duration::from_secs(1))
+                });
                 let connection = http1::Builder::new()
                     .timer(TokioTimer::new())
                     .header_read_timeout(header_timeout)
