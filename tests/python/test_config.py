@@ -95,7 +95,7 @@ def build(t):
     t.rpc("bdev_malloc_create", "32", "4096", "-b", "Malloc1")
     t.rpc("bdev_null_create", "Null0", "100", "4096")
     t.rpc("nvmf_create_subsystem", NQN, "-a", "-s", "SPDK00000000000001", "-d", "SPDK_Controller1")
-    t.rpc("nvmf_create_subsystem", NQN2, "-m", "8", "-r", "-i", "5", "-I", "50")
+    t.rpc("nvmf_create_subsystem", NQN2, "-m", "8", "-i", "5", "-I", "50")
     t.rpc("nvmf_subsystem_add_ns", NQN, "Malloc0")
     t.rpc("nvmf_subsystem_add_ns", NQN2, "Malloc1", "-n", "3", "-e", "0011223344556677")
     t.rpc("nvmf_subsystem_add_ns", NQN, "Null0")
