@@ -91,8 +91,10 @@ const SET_CONFIG: &[Param] = &[
     opt("dup_host_policy", Kind::Str),
 ];
 
-const DIGESTS: &[&str] = &["sha256", "sha384", "sha512"];
-const DHGROUPS: &[&str] = &[
+/// Every DH-HMAC-CHAP digest SPDK knows (its default list).
+pub(crate) const DIGESTS: &[&str] = &["sha256", "sha384", "sha512"];
+/// Every DH-HMAC-CHAP DH group SPDK knows (its default list).
+pub(crate) const DHGROUPS: &[&str] = &[
     "null",
     "ffdhe2048",
     "ffdhe3072",
@@ -980,12 +982,7 @@ fn set_config_inner(p: &crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
                     DHGROUPS
                 };
                 list_within(&v, all, "DH-HMAC-CHAP digest or DH group").map_err(bad)?;
-                let given = v.as_array().map_or(0, Vec::len);
-                if given != all.len()
-                    || all
-                        .iter()
-                        .any(|d| !v.as_array().is_some_and(|a| a.iter().any(|x| x == d)))
-                {
+                if !super::options::Dflt::Strs(all).matches(&v) {
                     return Err(not_supported(
                         format_args!("{k} {v}"),
                         "rtgt has no DH-HMAC-CHAP yet, so there is nothing to restrict; only the full list (SPDK's default) is accepted",

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::nvmf::{DHGROUPS, DIGESTS};
 use super::{Kind, Param, Rtgt, add, check_params, log_failure, opt, params_object, req};
 use crate::params::{Decode, DecodeFlavor};
 use crate::{Methods, Params, RegisterError, RpcError, RpcResult, StateMask};
@@ -45,7 +46,8 @@ pub enum Dflt {
 }
 
 impl Dflt {
-    fn matches(&self, v: &Value) -> bool {
+    /// Whether `v` is this value (a list: the same strings in any order).
+    pub fn matches(&self, v: &Value) -> bool {
         match *self {
             Dflt::Bool(b) => v.as_bool() == Some(b),
             Dflt::Uint(n) => v.as_u64() == Some(n),
@@ -115,15 +117,6 @@ use Dflt::{Bool, Int, Policy, Str, Strs, Uint};
 const F: &[Dflt] = &[Bool(false)];
 const T: &[Dflt] = &[Bool(true)];
 const ZERO: &[Dflt] = &[Uint(0)];
-const ALL_DIGESTS: &[&str] = &["sha256", "sha384", "sha512"];
-const ALL_DHGROUPS: &[&str] = &[
-    "null",
-    "ffdhe2048",
-    "ffdhe3072",
-    "ffdhe4096",
-    "ffdhe6144",
-    "ffdhe8192",
-];
 /// posix and uring: 2 MiB; ssl: 4 KiB (2 MiB before SPDK v24.01).
 const SOCK_BUF: &[Dflt] = &[Uint(2 << 20), Uint(4096)];
 
@@ -349,8 +342,8 @@ pub const SETTERS: &[Setter] = &[
             ("allow_accel_sequence", F),
             ("rdma_max_cq_size", ZERO),
             ("rdma_cm_event_timeout_ms", ZERO),
-            ("dhchap_digests", &[Strs(ALL_DIGESTS)]),
-            ("dhchap_dhgroups", &[Strs(ALL_DHGROUPS)]),
+            ("dhchap_digests", &[Strs(DIGESTS)]),
+            ("dhchap_dhgroups", &[Strs(DHGROUPS)]),
             ("rdma_umr_per_io", F),
             ("tcp_connect_timeout_ms", ZERO),
             ("enable_flush", F),
