@@ -105,6 +105,23 @@ pub struct ServeArgs {
     /// Allow --rpc-listen / --http-listen on non-loopback addresses.
     #[arg(long = "rpc-allow-remote")]
     rpc_allow_remote: bool,
+
+    /// Close an RPC connection (Unix, TCP or HTTP) that has no request in progress for SECS
+    /// seconds, counted from its opening or its last answer; 0 never closes one. A call in
+    /// progress is never cut.
+    #[arg(long = "rpc-idle-timeout", value_name = "SECS", default_value_t = 60)]
+    rpc_idle_timeout: u64,
+}
+
+impl ServeArgs {
+    /// The RPC servers' limits: SPDK's, with the idle timeout asked for.
+    fn rpc_limits(&self) -> Limits {
+        Limits {
+            idle_timeout: (self.rpc_idle_timeout > 0)
+                .then(|| Duration::from_secs(self.rpc_idle_timeout)),
+            ..Limits::default()
+        }
+    }
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -266,6 +283,7 @@ async fn rpc_main(
     // appears only once the target is configured, so a client that sees it meets a ready target.
     let unix_opts = UnixOptions {
         mode: args.rpc_socket_mode,
+        limits: args.rpc_limits(),
         ..UnixOptions::default()
     };
     let lock = rpc::SocketLock::acquire(&args.rpc_socket).map_err(|e| e.to_string())?;
@@ -388,6 +406,7 @@ async fn serve(
     if let Some(addr) = args.rpc_listen {
         let opts = TcpOptions {
             allow_non_loopback: args.rpc_allow_remote,
+            limits: args.rpc_limits(),
             ..TcpOptions::default()
         };
         match rpc::serve_tcp(table.clone(), addr, opts).await {
@@ -404,7 +423,7 @@ async fn serve(
         let opts = HttpOptions {
             token,
             allow_non_loopback: args.rpc_allow_remote,
-            limits: Limits::default(),
+            limits: args.rpc_limits(),
         };
         match rpc::serve_http(table.clone(), addr, opts).await {
             Ok(s) => servers.push(s),

@@ -71,7 +71,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 pub use cm::{CmId, EventChannel};
 pub use error::{FabricError, PostError, PostErrorKind, Result};
-pub use sim::{CompletionMatch, SimFaults, SimNetwork};
+pub use sim::{CompletionMatch, FaultCounts, SimFaults, SimNetwork};
 pub use types::*;
 pub use verbs::{CompChannel, Cq, Device, Mr, Mw, Pd, Qp, QpInit, Srq};
 

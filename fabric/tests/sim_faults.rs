@@ -25,6 +25,13 @@ fn net(env: &Env) -> &SimNetwork {
     env.net.as_ref().expect("sim")
 }
 
+/// Asserts that exactly `want` faults were applied since `before`, and none is left armed.
+fn assert_fired(env: &Env, before: FaultCounts, want: FaultCounts) {
+    let f = net(env).faults();
+    assert_eq!(f.fired().since(&before), want, "faults applied");
+    assert_eq!(f.pending(), 0, "armed faults that did not fire");
+}
+
 fn next_async(dev: &Device) -> AsyncEvent {
     let deadline = Instant::now() + TIMEOUT;
     loop {
@@ -42,15 +49,41 @@ fn dropped_completion_never_arrives() {
     let c = connect(&env);
     c.server.recv(1, 0, 64);
     c.server.recv(2, 64, 64);
+    let before = net(&env).faults().fired();
     net(&env)
         .faults()
         .drop_completion(CompletionMatch::qp(c.server.qp.qp_num()).recv().wr_id(1));
+    assert_eq!(net(&env).faults().pending(), 1);
     c.client.send(10, 0, 8);
     c.client.send(11, 0, 8);
     assert_eq!(wait_wc(&c.client.scq, 2).len(), 2);
     let w = wait_wc(&c.server.rcq, 1)[0];
     assert_eq!(w.wr_id, 2);
     no_wc(&c.server.rcq, Duration::from_millis(50));
+    assert_fired(
+        &env,
+        before,
+        FaultCounts {
+            completions_dropped: 1,
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn a_fault_that_matches_nothing_stays_armed_and_is_not_counted() {
+    let env = sim_env();
+    let c = connect(&env);
+    c.server.recv(1, 0, 64);
+    let before = net(&env).faults().fired();
+    // No completion of a queue pair that does not exist: the fault never fires.
+    net(&env)
+        .faults()
+        .drop_completion(CompletionMatch::qp(0xdead));
+    c.client.send(10, 0, 8);
+    assert_eq!(wait_wc(&c.server.rcq, 1)[0].wr_id, 1);
+    assert_eq!(net(&env).faults().fired(), before);
+    assert_eq!(net(&env).faults().pending(), 1);
 }
 
 #[test]
@@ -71,6 +104,14 @@ fn delayed_completion_arrives_late() {
     let w = wait_wc(&c.server.rcq, 1)[0];
     assert_eq!(w.wr_id, 1);
     assert!(t0.elapsed() >= Duration::from_millis(200));
+    assert_fired(
+        &env,
+        FaultCounts::default(),
+        FaultCounts {
+            completions_delayed: 1,
+            ..Default::default()
+        },
+    );
 }
 
 #[test]
@@ -81,6 +122,14 @@ fn forced_qp_error_flushes_and_raises_qp_fatal() {
     let qpn = c.server.qp.qp_num();
     assert!(net(&env).force_qp_error(qpn));
     assert!(!net(&env).force_qp_error(0xdead));
+    assert_fired(
+        &env,
+        FaultCounts::default(),
+        FaultCounts {
+            qp_errors_forced: 1,
+            ..Default::default()
+        },
+    );
     assert_eq!(c.server.qp.state().expect("state"), QpState::Error);
     let w = wait_wc(&c.server.rcq, 1)[0];
     assert_eq!((w.wr_id, w.status), (1, WcStatus::WrFlushErr));
@@ -104,6 +153,14 @@ fn failed_registration_is_an_error_once() {
     assert!(matches!(e, FabricError::InjectedFault(_)), "{e}");
     pd.register(io.region(), Access::LOCAL_WRITE)
         .expect("the next one works");
+    assert_fired(
+        &env,
+        FaultCounts::default(),
+        FaultCounts {
+            registrations_failed: 1,
+            ..Default::default()
+        },
+    );
 }
 
 #[test]
@@ -120,6 +177,14 @@ fn refused_connection_is_rejected_with_private_data() {
         other => panic!("{other:?}"),
     }
     no_event(&l.ch, Duration::from_millis(50));
+    assert_fired(
+        &env,
+        FaultCounts::default(),
+        FaultCounts {
+            connections_refused: 1,
+            ..Default::default()
+        },
+    );
 }
 
 #[test]
@@ -170,6 +235,14 @@ fn device_removal_and_address_change_reach_identifiers() {
     c.client.recv(1, 0, 64);
     assert!(net(&env).remove_device(env.addr));
     assert!(!net(&env).remove_device(env.addr));
+    assert_fired(
+        &env,
+        FaultCounts::default(),
+        FaultCounts {
+            devices_removed: 1,
+            ..Default::default()
+        },
+    );
     let e = next_event(&c.client_ch);
     assert!(matches!(e.kind, CmEventKind::DeviceRemoval), "{e:?}");
     let w = wait_wc(&c.client.rcq, 1)[0];

@@ -4,7 +4,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use fabric::mem::IoBuf;
-use fabric::{Access, FabricError, SimNetwork};
+use fabric::{Access, FabricError, FaultCounts, SimNetwork};
 
 #[test]
 fn a_registration_fault_hits_the_chosen_registration_of_its_device_only() {
@@ -28,4 +28,12 @@ fn a_registration_fault_hits_the_chosen_registration_of_its_device_only() {
     assert!(matches!(e, FabricError::InjectedFault(_)), "{e}");
     pa.register(io.region(), Access::LOCAL_WRITE)
         .expect("the fault fired once");
+    assert_eq!(
+        net.faults().fired(),
+        FaultCounts {
+            registrations_failed: 1,
+            ..Default::default()
+        }
+    );
+    assert_eq!(net.faults().pending(), 0);
 }

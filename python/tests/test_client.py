@@ -115,6 +115,16 @@ def test_tcp_endpoint(daemon):
         assert [b["name"] for b in c.call("bdev_get_bdevs")] == ["T0"], "same target on both endpoints"
 
 
+def test_a_connection_closed_while_idle_is_replaced(start_daemon):
+    d = start_daemon(args=["--rpc-idle-timeout", "1"])
+    with d.client(timeout=10) as c:
+        assert c.call("spdk_get_version")["version"].startswith("SPDK")
+        first = c._sock
+        time.sleep(1.5)  # the server closes the idle connection after 1 s
+        assert c.call("spdk_get_version")["version"].startswith("SPDK")
+        assert c._sock is not first
+
+
 def test_malformed_json_closes_the_connection(daemon):
     c = daemon.client(timeout=5)
     c.connect()

@@ -360,9 +360,12 @@ impl<Ctx: Send + Sync + 'static> Methods<Ctx> {
         self.register_async(
             "framework_wait_init",
             StateMask::ANY,
-            move |_p: Params<'static>, _: Arc<Ctx>| {
+            move |p: Params<'static>, _: Arc<Ctx>| {
                 let state = state.clone();
                 async move {
+                    // SPDK ignores parameters here; rtgt refuses them, as it does for every
+                    // other method that takes none.
+                    no_params(&p, "framework_wait_init requires no parameters")?;
                     state.wait_for(RpcState::Runtime).await;
                     Ok(true)
                 }

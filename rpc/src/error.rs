@@ -21,6 +21,10 @@ pub mod codes {
     pub const INTERNAL_ERROR: i32 = -32603;
     /// The method may not be called in the current RPC state (STARTUP/RUNTIME).
     pub const INVALID_STATE: i32 = -1;
+    /// rtgt: the server is serving its maximum number of connections; this one is closed
+    /// after the error. (JSON-RPC 2.0 reserves -32000 to -32099 for server errors; SPDK
+    /// instead leaves such clients waiting in the listen backlog.)
+    pub const SERVER_BUSY: i32 = -32000;
 }
 
 /// Message SPDK sends when a RUNTIME-only method is called in the STARTUP state.

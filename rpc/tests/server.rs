@@ -9,11 +9,11 @@ use std::time::Duration;
 
 use common::{Client, TempDir, demo_table, pretty};
 use rpc::{
-    ListenAddr, MSG_ALREADY_INITIALIZED, MSG_NOT_YET_INITIALIZED, RpcError, RpcState, ServeError,
-    ServerHandle, TcpOptions, UnixOptions, serve_tcp, serve_unix,
+    Limits, ListenAddr, MSG_ALREADY_INITIALIZED, MSG_NOT_YET_INITIALIZED, RpcError, RpcState,
+    ServeError, ServerHandle, TcpOptions, UnixOptions, serve_tcp, serve_unix,
 };
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, UnixStream};
 
 struct Unix {
@@ -305,29 +305,162 @@ async fn large_responses_are_sent_whole() {
     assert_eq!(r["result"].as_str().unwrap().len(), 3 << 20);
 }
 
-#[tokio::test]
-async fn sixty_fifth_connection_waits_for_a_slot() {
-    let u = Unix::start(RpcState::Runtime).await;
-    let mut clients = Vec::new();
-    for i in 0..64 {
-        let mut c = u.client().await;
-        assert_eq!(
-            c.call(json!({"method": "demo_echo", "id": i, "params": {"value": i}}))
-                .await["result"],
-            i
+/// A stream to either kind of raw endpoint.
+trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
+
+async fn connect(addr: &ListenAddr) -> Client<Box<dyn Stream>> {
+    let s: Box<dyn Stream> = match addr {
+        ListenAddr::Unix(p) => Box::new(UnixStream::connect(p).await.unwrap()),
+        ListenAddr::Tcp(a) => Box::new(TcpStream::connect(a).await.unwrap()),
+    };
+    Client::new(s)
+}
+
+/// Waits (at most 5 s) until `f` holds.
+async fn wait_until(what: &str, f: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + common::TIMEOUT;
+    while !f() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting until {what}"
         );
-        clients.push(c);
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(u.server.stats().active, 64);
-    // The 65th connects (kernel backlog) but is not served...
-    let mut late = u.client().await;
-    late.send(br#"{"method":"demo_echo","id":65,"params":{"value":65}}"#)
-        .await;
-    late.expect_silence(Duration::from_millis(300)).await;
-    // ...until one of the 64 goes away.
-    drop(clients.remove(0));
-    assert_eq!(late.value().await["result"], 65);
-    for c in clients.iter_mut() {
+}
+
+/// A Unix and a TCP server on the demo table with these limits.
+async fn raw_servers(limits: Limits) -> (TempDir, Vec<ServerHandle>) {
+    let dir = TempDir::new();
+    let unix = serve_unix(
+        demo_table(RpcState::Runtime).table,
+        dir.sock(),
+        UnixOptions {
+            limits: limits.clone(),
+            ..UnixOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    let tcp = serve_tcp(
+        demo_table(RpcState::Runtime).table,
+        "127.0.0.1:0".parse().unwrap(),
+        TcpOptions {
+            limits,
+            ..TcpOptions::default()
+        },
+    )
+    .await
+    .unwrap();
+    (dir, vec![unix, tcp])
+}
+
+/// Issue 13: 64 connections that send nothing (a script that opens connections and forgets
+/// them) used to leave every further client waiting in the listen backlog for ever. Now the
+/// 65th is told so at once and closed, and a client is served again as soon as a slot frees.
+#[tokio::test]
+async fn connection_over_the_limit_gets_an_error_instead_of_hanging() {
+    let (_dir, servers) = raw_servers(Limits::default()).await;
+    for s in &servers {
+        let addr = s.local_addr().clone();
+        let mut idle = Vec::new();
+        for _ in 0..64 {
+            idle.push(connect(&addr).await);
+        }
+        wait_until("64 connections are served", || s.stats().active == 64).await;
+        let mut late = connect(&addr).await;
+        late.send(br#"{"method":"demo_echo","id":65,"params":{"value":65}}"#)
+            .await;
+        let v = late.value().await;
+        assert_eq!(v["error"]["code"], -32000, "{addr:?}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(
+            msg.contains("Too many connections") && msg.contains("64"),
+            "{msg}"
+        );
+        late.expect_eof().await;
+        assert_eq!(s.stats().refused_connections, 1);
+        assert_eq!(s.stats().active, 64);
+        // The idle ones still work, and a freed slot serves the next client.
+        assert_eq!(
+            idle[0]
+                .call(json!({"method": "demo_echo", "id": 1, "params": {"value": 1}}))
+                .await["result"],
+            1
+        );
+        drop(idle.pop());
+        wait_until("the slot is free", || s.stats().active == 63).await;
+        let mut next = connect(&addr).await;
+        assert_eq!(
+            next.call(json!({"method": "demo_echo", "id": 2, "params": {"value": 2}}))
+                .await["result"],
+            2
+        );
+    }
+}
+
+/// Issue 13: a connection without a request in progress for the idle timeout is closed, which
+/// frees its slot; one that keeps calling, or waits for a long call, is not.
+#[tokio::test]
+async fn idle_connections_are_closed_after_the_idle_timeout() {
+    // Generous margins: the client and the server share one thread of a loaded machine.
+    let idle = Duration::from_millis(800);
+    let limits = Limits {
+        idle_timeout: Some(idle),
+        ..Limits::default()
+    };
+    let (_dir, servers) = raw_servers(limits).await;
+    for s in &servers {
+        let addr = s.local_addr().clone();
+        // Sends nothing: closed once the timeout has passed (not before).
+        let mut silent = connect(&addr).await;
+        let opened = std::time::Instant::now();
+        match silent.line_within(Duration::from_secs(3)).await {
+            Ok(None) => {}
+            Ok(Some(l)) => panic!("{addr:?}: expected EOF, got {l}"),
+            Err(()) => panic!("{addr:?}: an idle connection was still open after 3 s"),
+        }
+        assert!(
+            opened.elapsed() >= idle,
+            "closed after {:?}",
+            opened.elapsed()
+        );
+        // Sends half a request and stalls: idle too.
+        let mut stalled = connect(&addr).await;
+        stalled.send(br#"{"method":"demo_ec"#).await;
+        assert_eq!(stalled.line_within(Duration::from_secs(3)).await, Ok(None));
+        // Calls every 100 ms for longer than the timeout: each answer restarts the clock.
+        let mut busy = connect(&addr).await;
+        for i in 0..10 {
+            assert_eq!(
+                busy.call(json!({"method": "demo_echo", "id": i, "params": {"value": i}}))
+                    .await["result"],
+                i
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // A call that takes three timeouts is answered: it is not idle.
+        let r = busy
+            .call(json!({"method": "demo_sleep", "id": 99, "params": {"ms": 2400}}))
+            .await;
+        assert_eq!(r["result"], 2400, "{addr:?}: {r}");
+        assert_eq!(s.stats().idle_closed, 2);
+        busy.expect_eof().await;
+        assert_eq!(s.stats().idle_closed, 3);
+        wait_until("no connection is left", || s.stats().active == 0).await;
+    }
+}
+
+#[tokio::test]
+async fn idle_timeout_none_keeps_connections() {
+    let limits = Limits {
+        idle_timeout: None,
+        ..Limits::default()
+    };
+    let (_dir, servers) = raw_servers(limits).await;
+    for s in &servers {
+        let mut c = connect(s.local_addr()).await;
+        c.expect_silence(Duration::from_millis(300)).await;
         assert_eq!(
             c.call(json!({"method": "demo_count", "id": 1})).await["id"],
             1
@@ -792,8 +925,16 @@ mod http {
     }
 
     async fn start(token: Option<&str>) -> (ServerHandle, std::net::SocketAddr) {
+        start_with(token, Limits::default()).await
+    }
+
+    async fn start_with(
+        token: Option<&str>,
+        limits: Limits,
+    ) -> (ServerHandle, std::net::SocketAddr) {
         let opts = HttpOptions {
             token: token.map(str::to_string),
+            limits,
             ..HttpOptions::default()
         };
         let s = serve_http(
@@ -892,5 +1033,89 @@ mod http {
         )
         .await;
         assert!(matches!(r, Err(ServeError::NonLoopback { .. })));
+    }
+
+    /// Reads one response (headers and a Content-Length body) from a kept-alive connection.
+    async fn read_response(s: &mut TcpStream) -> (u16, String) {
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            let text = String::from_utf8_lossy(&got).to_string();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let len: usize = head
+                    .lines()
+                    .find_map(|l| {
+                        l.to_ascii_lowercase()
+                            .strip_prefix("content-length: ")
+                            .map(|v| v.trim().parse().unwrap())
+                    })
+                    .unwrap_or(0);
+                if body.len() >= len {
+                    return (text[9..12].parse().unwrap(), body.to_string());
+                }
+            }
+            let n = tokio::time::timeout(common::TIMEOUT, s.read(&mut chunk))
+                .await
+                .expect("timed out reading a response")
+                .unwrap();
+            assert!(n > 0, "EOF inside a response");
+            got.extend_from_slice(&chunk[..n]);
+        }
+    }
+
+    /// Issue 13, HTTP: 64 idle connections used to leave the next client hanging.
+    #[tokio::test]
+    async fn http_connection_over_the_limit_gets_503() {
+        let (s, addr) = start(None).await;
+        let mut idle = Vec::new();
+        for _ in 0..64 {
+            idle.push(TcpStream::connect(addr).await.unwrap());
+        }
+        wait_until("64 connections are served", || s.stats().active == 64).await;
+        let req = r#"{"jsonrpc":"2.0","method":"demo_echo","id":1,"params":{"value":"h"}}"#;
+        let (st, body) = post(addr, "POST", None, req).await;
+        assert_eq!(st, 503, "{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["error"]["code"], -32000, "{v}");
+        assert_eq!(s.stats().refused_connections, 1);
+        drop(idle.pop());
+        wait_until("the slot is free", || s.stats().active == 63).await;
+        assert_eq!(post(addr, "POST", None, req).await.0, 200);
+        s.shutdown().await;
+    }
+
+    /// Issue 13, HTTP: kept-alive and silent connections are closed after the idle timeout; a
+    /// long call is not cut.
+    #[tokio::test]
+    async fn http_idle_connections_are_closed_after_the_idle_timeout() {
+        let idle = Duration::from_millis(300);
+        let limits = Limits {
+            idle_timeout: Some(idle),
+            ..Limits::default()
+        };
+        let (s, addr) = start_with(None, limits).await;
+        let expect_closed = |mut c: TcpStream| async move {
+            let mut rest = Vec::new();
+            match tokio::time::timeout(Duration::from_secs(3), c.read_to_end(&mut rest)).await {
+                Ok(Ok(_)) | Ok(Err(_)) => {}
+                Err(_) => panic!("an idle HTTP connection was still open after 3 s"),
+            }
+        };
+        // Silent from the start.
+        expect_closed(TcpStream::connect(addr).await.unwrap()).await;
+        // Kept alive after a call, including a call three timeouts long.
+        let mut c = TcpStream::connect(addr).await.unwrap();
+        let body = r#"{"jsonrpc":"2.0","method":"demo_sleep","id":1,"params":{"ms":900}}"#;
+        let req = format!(
+            "POST / HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        c.write_all(req.as_bytes()).await.unwrap();
+        let (st, text) = read_response(&mut c).await;
+        assert_eq!(st, 200, "{text}");
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap()["result"], 900);
+        expect_closed(c).await;
+        wait_until("both are counted", || s.stats().idle_closed == 2).await;
+        s.shutdown().await;
     }
 }

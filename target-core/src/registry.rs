@@ -26,9 +26,49 @@ use crate::target::{ListenAddr, PgCore, Target};
 pub use linkme;
 
 /// Options of `nvmf_create_transport` as the JSON object the RPC received (minus `trtype` and
-/// `tgt_name`). Each transport decodes its own options from it, relaxed (unknown keys ignored,
-/// as SPDK does, because rpc.py sends other transports' options too).
+/// `tgt_name`). Each transport decodes its own options from it and refuses, with
+/// [`TransportError::Unsupported`], the options it does not use ([`refuse_unused_options`]):
+/// SPDK ignores them, but an option accepted and ignored is a promise rtgt does not keep.
 pub type TransportParams = Map<String, Value>;
+
+/// The options `rpc.py nvmf_create_transport` sends on every call whatever the transport,
+/// with the value it sends when their flag is not given: a transport that does not use one
+/// accepts it with that value (and refuses any other).
+pub const RPC_PY_ALWAYS_SENT: &[(&str, bool)] = &[
+    ("zcopy", false),
+    ("no_srq", false),
+    ("c2h_success", true),
+    ("dif_insert_or_strip", false),
+    ("no_wr_batching", false),
+    ("disable_mappable_bar0", false),
+    ("disable_adaptive_irq", false),
+    ("disable_shadow_doorbells", false),
+    ("disable_command_passthru", false),
+];
+
+/// Refuses every option of `p` that the `trtype` transport does not use: one not in `used`
+/// (nor `trtype` or `tgt_name`), unless it is one of [`RPC_PY_ALWAYS_SENT`] with rpc.py's
+/// default value.
+pub fn refuse_unused_options(
+    trtype: &str,
+    p: &TransportParams,
+    used: &[&str],
+) -> Result<(), TransportError> {
+    for (key, value) in p {
+        if used.contains(&key.as_str()) || key == "trtype" || key == "tgt_name" {
+            continue;
+        }
+        let sent_by_default = RPC_PY_ALWAYS_SENT
+            .iter()
+            .any(|(k, d)| k == key && value.as_bool() == Some(*d));
+        if !sent_by_default {
+            return Err(TransportError::Unsupported(format!(
+                "option '{key}' ({value}) is not supported by the {trtype} transport"
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// Errors a transport reports.
 #[derive(Debug, Clone, thiserror::Error, PartialEq, Eq)]
@@ -36,6 +76,10 @@ pub enum TransportError {
     /// An option is invalid.
     #[error("{0}")]
     Invalid(String),
+    /// An option, or an option's value, that the transport does not support (it would have
+    /// no effect). The RPC layer answers `-32602`.
+    #[error("{0}")]
+    Unsupported(String),
     /// The fabric refused (no RDMA device, address in use, ...).
     #[error("{0}")]
     Fabric(String),

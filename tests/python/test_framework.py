@@ -87,18 +87,17 @@ def test_wait_for_rpc_states(startup_target):
     t.rpc("nvmf_set_max_subsystems", "-x", "32")
     err = t.rpc_fail("nvmf_set_max_subsystems", "-x", "64")
     assert err.code == -32603 and "more than once" in err.message
-    t.rpc("nvmf_set_config", "--discovery-filters", "transport,address")
-    t.rpc("iobuf_set_options", "--small-pool-count", "4096")
+    t.rpc("nvmf_set_config", "--discovery-filters", "match_any")
+    t.rpc("iobuf_set_options", "--small-pool-count", "8192")
     t.rpc("framework_start_init")
     assert t.call("framework_wait_init") is True
     err = t.rpc_fail("nvmf_set_config")
     assert err.code == -1 and "--wait-for-rpc" in err.message
     nvmf = t.rpc("framework_get_config", "nvmf")
-    assert nvmf[0]["params"]["discovery_filters"] == ["transport", "address"]
+    assert nvmf[0]["params"]["discovery_filters"] == []
     assert nvmf[1]["params"] == {"max_subsystems": 32}
-    iobuf = t.rpc("framework_get_config", "iobuf")
-    assert [c["method"] for c in iobuf] == ["iobuf_set_options"]
-    assert iobuf[0]["params"]["small_pool_count"] == 4096
+    # SPDK's default is accepted without effect, and not saved.
+    assert t.rpc("framework_get_config", "iobuf") == []
 
 
 def test_unknown_method(target):
@@ -195,8 +194,22 @@ def test_spdk_kill_instance(make_target):
     ("sock_impl_set_options", ["-i", "posix", "--recv-buf-size", "2097152"]),
     ("accel_set_options", ["--small-cache-size", "128"]),
     ("bdev_set_options", ["-p", "65535", "-c", "256"]),
-    ("vmd_enable", []),
     ("framework_set_scheduler", ["static"]),
 ])
-def test_startup_option_setters_are_accepted(startup_target, setter, args):
+def test_startup_option_setters_take_spdk_defaults(startup_target, setter, args):
     startup_target.rpc(setter, *args)
+
+
+@pytest.mark.parametrize("setter,args,words", [
+    ("iobuf_set_options", ["--small-pool-count", "4096"], "small_pool_count 4096"),
+    ("sock_set_default_impl", ["-i", "ssl"], "impl_name"),
+    ("sock_impl_set_options", ["-i", "posix", "--recv-buf-size", "4096"], "recv_buf_size 4096"),
+    ("accel_set_options", ["--small-cache-size", "64"], "small_cache_size 64"),
+    ("bdev_set_options", ["-p", "1023"], "bdev_io_pool_size 1023"),
+    ("vmd_enable", [], "vmd_enable"),
+    ("framework_set_scheduler", ["static", "-p", "5"], "period 5"),
+])
+def test_startup_option_setters_refuse_other_values(startup_target, setter, args, words):
+    # They used to be recorded and saved, with no effect on rtgt.
+    err = startup_target.rpc_fail(setter, *args)
+    assert err.code == -32602 and words in err.message and "not supported" in err.message

@@ -214,17 +214,28 @@ def test_pause_and_resume(target):
 
 def test_startup_settings(startup_target):
     t = startup_target
-    t.rpc("nvmf_set_config", "-p", "identify_ctrlr", "--dhchap-digests", "sha384,sha512",
-          "--dup-host-policy", "restrict_per_listener")
-    t.rpc("nvmf_set_crdt", "-t1", "1", "-t2", "2", "-t3", "3")
+    # Settings that would have no effect in rtgt are refused (they used to be saved).
+    for args, words in [
+        (["-p", "identify_ctrlr"], "identify_ctrlr"),
+        (["--dhchap-digests", "sha384,sha512"], "dhchap_digests"),
+        (["--dup-host-policy", "restrict_per_listener"], "restrict_per_listener"),
+        (["--discovery-filters", "transport"], "transport"),
+    ]:
+        err = t.rpc_fail("nvmf_set_config", *args)
+        assert err.code == -32602 and words in err.message and "not supported" in err.message
+    err = t.rpc_fail("nvmf_set_crdt", "-t1", "1", "-t2", "2", "-t3", "3")
+    assert err.code == -32602 and "crdt1 1" in err.message
     err = t.call_fail("nvmf_set_config", {"dhchap_dhgroups": ["ffdhe1"]})
     assert err.code == -32602
     err = t.call_fail("nvmf_set_config", {"poll_groups_mask": "0x4"})
     assert err.code == -32602
+    t.rpc("nvmf_set_config", "--dup-host-policy", "allow", "--dhchap-digests",
+          "sha256,sha384,sha512")
+    t.rpc("nvmf_set_crdt", "-t1", "0")
     t.rpc("framework_start_init")
     cfg = t.rpc("framework_get_config", "nvmf")
     p = cfg[0]["params"]
-    assert p["admin_cmd_passthru"]["identify_ctrlr"] is True
-    assert p["dhchap_digests"] == ["sha384", "sha512"]
-    assert p["dup_host_policy"] == "restrict_per_listener"
-    assert cfg[2] == {"method": "nvmf_set_crdt", "params": {"crdt1": 1, "crdt2": 2, "crdt3": 3}}
+    assert p["admin_cmd_passthru"]["identify_ctrlr"] is False
+    assert p["dhchap_digests"] == ["sha256", "sha384", "sha512"]
+    assert p["dup_host_policy"] == "allow"
+    assert cfg[2] == {"method": "nvmf_set_crdt", "params": {"crdt1": 0, "crdt2": 0, "crdt3": 0}}

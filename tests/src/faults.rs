@@ -1,17 +1,99 @@
 //! Helpers of the fault-injection and soak tests: resource baselines that must come back after
 //! a fault, witness hosts that keep doing verified I/O on another subsystem while a fault
-//! hits someone else, and the process's resident memory and open file descriptors.
+//! hits someone else, a ledger proving that each armed fault fired, and the process's
+//! resident memory and open file descriptors.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use fabric::{FaultCounts, SimNetwork};
 use target_core::bdev::{Bdev, MallocBdev, MallocParams};
 use transport_rdma::PgResources;
 
 use crate::gate::{Gate, GateBdev};
 use crate::nvme_host::{HostCtrl, HostQueue, Mode, NvmfEnv, Workload, write_read_verify};
 use crate::srp_initiator::{self, SrpFixture, SrpInitiator};
+
+/// Proves that the faults a test arms on a simulated network fire: after each step,
+/// [`FaultLedger::expect`] checks what the network applied since the previous check and that
+/// no armed fault is left waiting. (A fault test whose fault never fires passes for the wrong
+/// reason: the "lost completion" it exercises was never lost.)
+pub struct FaultLedger {
+    net: SimNetwork,
+    start: FaultCounts,
+    last: FaultCounts,
+}
+
+impl FaultLedger {
+    /// Starts counting on `net` (faults applied before are not this ledger's).
+    pub fn new(net: &SimNetwork) -> Self {
+        let now = net.faults().fired();
+        Self {
+            net: net.clone(),
+            start: now,
+            last: now,
+        }
+    }
+
+    /// Waits (at most 5 s, as faults may fire asynchronously) until exactly `want` faults
+    /// were applied since the previous check and none is left armed; panics naming `what`
+    /// otherwise.
+    pub fn expect(&mut self, want: FaultCounts, what: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let now = self.net.faults().fired();
+            let got = now.since(&self.last);
+            let pending = self.net.faults().pending();
+            if got == want && pending == 0 {
+                self.last = now;
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{what}: faults applied {got:?}, expected {want:?}; {pending} armed fault(s) never fired"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Everything applied since the ledger started.
+    pub fn total(&self) -> FaultCounts {
+        self.net.faults().fired().since(&self.start)
+    }
+}
+
+/// `n` completions lost.
+pub fn dropped(n: u64) -> FaultCounts {
+    FaultCounts {
+        completions_dropped: n,
+        ..FaultCounts::default()
+    }
+}
+
+/// `n` completions delayed.
+pub fn delayed(n: u64) -> FaultCounts {
+    FaultCounts {
+        completions_delayed: n,
+        ..FaultCounts::default()
+    }
+}
+
+/// `n` memory registrations failed.
+pub fn registrations_failed(n: u64) -> FaultCounts {
+    FaultCounts {
+        registrations_failed: n,
+        ..FaultCounts::default()
+    }
+}
+
+/// `n` queue pairs forced into the error state.
+pub fn qp_errors(n: u64) -> FaultCounts {
+    FaultCounts {
+        qp_errors_forced: n,
+        ..FaultCounts::default()
+    }
+}
 
 /// What must be back after a fault: per poll group the RDMA transport's resources and the
 /// core's connection and I/O counters, and the buffer pools.

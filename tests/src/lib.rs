@@ -15,6 +15,7 @@ use target_core::target::{AdrFam, ListenAddr, NsParams, SubsystemParams, Target}
 
 pub mod faults;
 pub mod gate;
+pub mod rpc_rig;
 pub mod srp_initiator;
 
 // The daemon links every transport; so do the tests.

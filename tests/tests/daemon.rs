@@ -449,6 +449,69 @@ fn tcp_and_http_endpoints_serve_the_same_methods() {
     let _ = std::fs::remove_file(&token_file);
 }
 
+/// Issue 13: 64 connections that send nothing (a script that opens connections and forgets
+/// them) used to hang every later client, `rtgt rpc` included, in connect. Now the operator's
+/// client gets an error at once, and once the idle timeout (`--rpc-idle-timeout`) has closed
+/// the idle connections it is served again.
+#[test]
+fn idle_connections_neither_hang_the_operator_nor_stay_for_ever() {
+    let sock = sock_path("idle-conns");
+    let d = Daemon::start(&sock, &["--rpc-idle-timeout", "4"]);
+    // Let the start-up probe's connection go before taking every slot, and give the server
+    // a moment to accept all 64.
+    std::thread::sleep(Duration::from_millis(200));
+    let idle: Vec<UnixStream> = (0..64)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    // All 64 are being served (none of them was refused).
+    for c in &idle {
+        c.set_nonblocking(true).unwrap();
+        let e = (&*c).read(&mut [0u8; 64]).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::WouldBlock);
+        c.set_nonblocking(false).unwrap();
+    }
+    let rtgt_rpc = || {
+        let started = Instant::now();
+        let out = Command::new(rtgt_bin())
+            .args(["rpc", "-t", "10", "-s"])
+            .arg(&sock)
+            .arg("spdk_get_version")
+            .output()
+            .unwrap();
+        (out, started.elapsed())
+    };
+    let (out, took) = rtgt_rpc();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "served although 64 connections are open"
+    );
+    assert!(
+        err.contains("-32000") && err.contains("Too many connections"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(3), "the refusal took {took:?}");
+    // The idle connections are closed after 4 s; then the operator is served.
+    for mut c in idle {
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut rest = Vec::new();
+        assert_eq!(
+            c.read_to_end(&mut rest).unwrap(),
+            0,
+            "idle connection not closed"
+        );
+    }
+    let (out, _) = rtgt_rpc();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("SPDK v"));
+    assert!(d.stop().0.success());
+}
+
 #[test]
 fn without_an_rdma_device_the_rdma_fabric_still_starts() {
     // The host has no RDMA; the daemon must run anyway (creating an RDMA transport fails

@@ -235,7 +235,7 @@ fn delayed_and_lost_completions() {
     let wq: Vec<u32> = e.target_queue_pairs().into_iter().map(|(_, n)| n).collect();
     let base = nvmf_snapshot(&e);
     let faults = e.t.net.faults();
-    let mut injected = 0;
+    let mut ledger = FaultLedger::new(&e.t.net);
 
     // Delays on the target's side, in the middle of verified I/O on every data path: the
     // command arrives late (receive), its RDMA READ or its response SEND completes late.
@@ -251,19 +251,18 @@ fn delayed_and_lost_completions() {
     {
         for k in 0..3 {
             faults.delay_completion(m, Duration::from_millis(30 + 20 * k));
-            injected += 1;
         }
         let mode = [Mode::InCapsule, Mode::Keyed, Mode::KeyedInvalidate][i];
         write_read_verify(&mut c.io[0], &workload(i as u32, 0), mode)
             .unwrap_or_else(|err| panic!("delays on {m:?}: {err}"));
         assert_no_stray(&c, "delayed target completions");
+        ledger.expect(delayed(3), &format!("delays on {m:?}"));
         witness.verify();
     }
 
     // A response SEND that completes late while the host disconnects: the teardown waits for
     // it (nothing is freed while the adapter may still read it).
     faults.delay_completion(CompletionMatch::qp(tq).send(), Duration::from_millis(300));
-    injected += 1;
     let cid = c.io[0]
         .submit(
             read_sqe(1, 0, 8),
@@ -276,13 +275,13 @@ fn delayed_and_lost_completions() {
     drain(&mut c.io[0], &[cid], WAIT);
     c.shutdown().expect("shutdown");
     nvmf_wait_back(&e, &base, WAIT, "a late SEND completion during teardown");
+    ledger.expect(delayed(1), "a late SEND completion during teardown");
     witness.verify();
 
     // The host loses the response to a command: it gives up on the command and disconnects;
     // the target has nothing left over.
     let mut c = e.connect(e.opts(NQN)).expect("connect");
     faults.drop_completion(CompletionMatch::qp(c.io[0].qp_num()).recv());
-    injected += 1;
     let data = pattern(9, 0, 8, 512);
     let cid = c.io[0]
         .submit(write_sqe(1, 0, 8), Data::InCapsule(&data))
@@ -293,6 +292,7 @@ fn delayed_and_lost_completions() {
     ));
     drop(c);
     nvmf_wait_back(&e, &base, WAIT, "a response lost at the host");
+    ledger.expect(dropped(1), "a response lost at the host");
     witness.verify();
 
     // The target loses the completion of a response it sent (the host has the response): the
@@ -301,13 +301,13 @@ fn delayed_and_lost_completions() {
     let mut c = e.connect(e.opts(NQN)).expect("connect");
     let tq = target_qpn(&e, 1, &wq);
     faults.drop_completion(CompletionMatch::qp(tq).send());
-    injected += 1;
     // In-capsule writes and keyed reads: the only signaled send-queue work requests are the
     // response SENDs (RDMA WRITEs are unsignaled), so the lost completion is a SEND's.
     write_read_verify(&mut c.io[0], &workload(11, 512), Mode::InCapsule).expect("I/O");
     assert_no_stray(&c, "a lost SEND completion");
     c.shutdown().expect("shutdown");
     nvmf_wait_back(&e, &base, WAIT, "a SEND completion lost on the target");
+    ledger.expect(dropped(1), "a SEND completion lost on the target");
     witness.verify();
 
     // The same for an RDMA READ completion (a keyed write's data fetch): the command never
@@ -315,7 +315,6 @@ fn delayed_and_lost_completions() {
     let mut c = e.connect(e.opts(NQN)).expect("connect");
     let tq = target_qpn(&e, 1, &wq);
     faults.drop_completion(CompletionMatch::qp(tq).send());
-    injected += 1;
     let cid = c.io[0]
         .submit(
             write_sqe(1, 0, 8),
@@ -336,8 +335,9 @@ fn delayed_and_lost_completions() {
         WAIT,
         "an RDMA READ completion lost on the target",
     );
+    ledger.expect(dropped(1), "an RDMA READ completion lost on the target");
     witness.verify();
-    println!("completion faults injected: {injected}");
+    println!("completion faults applied: {:?}", ledger.total());
 }
 
 /// A subsystem exporting a gated bdev (I/O parks while the gate is closed).
@@ -393,6 +393,7 @@ fn queue_pair_errors_in_the_middle_of_io() {
     let mut witness = NvmfWitness::new(&e);
     let wq: Vec<u32> = e.target_queue_pairs().into_iter().map(|(_, n)| n).collect();
     let base = nvmf_snapshot(&e);
+    let mut ledger = FaultLedger::new(&e.t.net);
 
     // An I/O queue pair fails with commands held at the bdev and others in flight: that
     // queue goes, the controller and its other queue stay and work.
@@ -402,6 +403,7 @@ fn queue_pair_errors_in_the_middle_of_io() {
     wait_held(&gate, 16);
     let tq = target_qpn(&e, 1, &wq);
     assert!(e.t.net.force_qp_error(tq));
+    ledger.expect(qp_errors(1), "an I/O queue pair failed");
     assert!(c.io[0].wait_disconnected(WAIT));
     witness.verify();
     gate.open();
@@ -423,6 +425,7 @@ fn queue_pair_errors_in_the_middle_of_io() {
     wait_held(&gate, 16);
     let ta = target_qpn(&e, 0, &wq);
     assert!(e.t.net.force_qp_error(ta));
+    ledger.expect(qp_errors(1), "the admin queue pair failed");
     for q in c.io.iter_mut().chain(std::iter::once(&mut c.admin)) {
         assert!(q.wait_disconnected(WAIT), "queue {} stays", q.qid());
     }
@@ -443,9 +446,11 @@ fn memory_registration_failures_refuse_the_connection_only() {
     e.subsystem(NQN, true, 4096, 512);
     let mut witness = NvmfWitness::new(&e);
     let base = nvmf_snapshot(&e);
+    let mut ledger = FaultLedger::new(&e.t.net);
     for skip in 0..3 {
         e.t.net.faults().fail_registration_on(target_ip, skip);
         let r = e.connect(e.opts(NQN));
+        ledger.expect(registrations_failed(1), &format!("registration {skip}"));
         assert!(
             matches!(r, Err(HostError::Rejected(_)) | Err(HostError::Cm(_))),
             "registration {skip} failed, yet: {:?}",
@@ -464,9 +469,14 @@ fn memory_registration_failures_refuse_the_connection_only() {
     // resources; a failure there refuses that connection, and the next one sets them up.
     let e = NvmfEnv::new(1, json!({}));
     e.subsystem(NQN, true, 4096, 512);
+    let mut ledger = FaultLedger::new(&e.t.net);
     for skip in 0..3 {
         e.t.net.faults().fail_registration_on(target_ip, skip);
         assert!(e.connect(e.opts(NQN)).is_err(), "registration {skip}");
+        ledger.expect(
+            registrations_failed(1),
+            &format!("shared receive queue, registration {skip}"),
+        );
         e.assert_quiescent(WAIT);
     }
     let mut c = e.connect(e.opts(NQN)).expect("connect");

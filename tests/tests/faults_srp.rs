@@ -176,7 +176,7 @@ fn delayed_and_lost_completions() {
     let (fx, mut witness) = setup(json!({}));
     let base = srp_snapshot(&fx);
     let faults = fx.t.net.faults();
-    let mut injected = 0;
+    let mut ledger = FaultLedger::new(&fx.t.net);
 
     // Delays on the target's side during verified I/O with every descriptor kind.
     let mut i = fx.login(INI);
@@ -192,7 +192,6 @@ fn delayed_and_lost_completions() {
     {
         for k in 0..3 {
             faults.delay_completion(m, Duration::from_millis(30 + 20 * k));
-            injected += 1;
         }
         let layout = [Layout::Direct, Layout::Indirect, Layout::Immediate][n];
         for k in 0..6u32 {
@@ -210,6 +209,7 @@ fn delayed_and_lost_completions() {
             );
         }
         tags.collect(&mut i);
+        ledger.expect(delayed(3), &format!("delays on {m:?}"));
         witness.verify();
     }
     drop(i);
@@ -218,7 +218,6 @@ fn delayed_and_lost_completions() {
     // The initiator loses a response: it gives up and disconnects.
     let mut i = fx.login(INI);
     faults.drop_completion(CompletionMatch::qp(i.qp_num()).recv());
-    injected += 1;
     let t = write_cmd(&mut i, 0, 0, 1, Layout::Direct);
     assert!(
         i.next_response(Duration::from_millis(300))
@@ -228,6 +227,7 @@ fn delayed_and_lost_completions() {
     let _ = t;
     drop(i);
     srp_wait_back(&fx, &base, WAIT, "a response lost at the initiator");
+    ledger.expect(dropped(1), "a response lost at the initiator");
     witness.verify();
 
     // The target loses the completion of a response SEND (immediate-data writes and reads:
@@ -236,7 +236,6 @@ fn delayed_and_lost_completions() {
     let mut i = fx.login(INI);
     let tq = channel_qpn(&fx, INI);
     faults.drop_completion(CompletionMatch::qp(tq).send());
-    injected += 1;
     let t = write_cmd(&mut i, 0, 0, 2, Layout::Immediate);
     assert_eq!(i.wait(t).expect("answered").status, 0);
     let t = write_cmd(&mut i, 0, 8, 3, Layout::Immediate);
@@ -245,6 +244,7 @@ fn delayed_and_lost_completions() {
     assert!(i.wait_disconnected(WAIT));
     drop(i);
     srp_wait_back(&fx, &base, WAIT, "a SEND completion lost on the target");
+    ledger.expect(dropped(1), "a SEND completion lost on the target");
     witness.verify();
 
     // The target loses the completion of the RDMA READ fetching a write's data: the command
@@ -252,7 +252,6 @@ fn delayed_and_lost_completions() {
     let mut i = fx.login(INI);
     let tq = channel_qpn(&fx, INI);
     faults.drop_completion(CompletionMatch::qp(tq).send());
-    injected += 1;
     let _ = write_cmd(&mut i, 0, 0, 4, Layout::Direct);
     assert!(
         i.next_response(Duration::from_millis(300))
@@ -266,8 +265,9 @@ fn delayed_and_lost_completions() {
         WAIT,
         "an RDMA READ completion lost on the target",
     );
+    ledger.expect(dropped(1), "an RDMA READ completion lost on the target");
     witness.verify();
-    println!("SRP completion faults injected: {injected}");
+    println!("SRP completion faults applied: {:?}", ledger.total());
 }
 
 #[test]
@@ -283,6 +283,7 @@ fn qp_error_rounds(opts: serde_json::Value) {
     let (fx, mut witness) = setup(opts.clone());
     let (nsid, gate) = fx.gated("Gate0", 4096);
     let base = srp_snapshot(&fx);
+    let mut ledger = FaultLedger::new(&fx.t.net);
     for round in 0..3u64 {
         let ini = INI + round;
         let mut i = fx.login(ini);
@@ -300,6 +301,7 @@ fn qp_error_rounds(opts: serde_json::Value) {
         }
         fx.wait_until("writes held", |_| gate.held() == 8);
         assert!(fx.t.net.force_qp_error(channel_qpn(&fx, ini)));
+        ledger.expect(qp_errors(1), &format!("{opts} round {round}"));
         witness.verify();
         // The held writes complete at the bdev; their responses cannot be sent. With a
         // receive ring the channel already closed on the flushed receives; with a shared
@@ -330,12 +332,17 @@ fn memory_registration_failures_reject_the_login_only() {
     for opts in [json!({}), json!({"use_srq": true})] {
         let (fx, mut witness) = setup(opts.clone());
         let base = srp_snapshot(&fx);
+        let mut ledger = FaultLedger::new(&fx.t.net);
         // A channel registers its receive ring (without a shared receive queue) and its
         // response buffers; each failing rejects that login with "insufficient resources".
         let n = if opts["use_srq"] == true { 1 } else { 2 };
         for skip in 0..n {
             fx.t.net.faults().fail_registration_on(target_ip, skip);
             let r = fx.login_with(&fx.params(INI));
+            ledger.expect(
+                registrations_failed(1),
+                &format!("{opts}: registration {skip}"),
+            );
             assert_eq!(
                 r.as_ref().err().and_then(|e| e.reason()),
                 Some(0x10001),

@@ -1,10 +1,46 @@
-//! The RDMA transport's options: SPDK's `nvmf_create_transport` option set for RDMA, decoded
-//! relaxed (unknown keys ignored, because rpc.py sends every transport's options), with SPDK's
-//! defaults, validated, and dumped in SPDK's field order for `nvmf_get_transports` and
+//! The RDMA transport's options: SPDK's `nvmf_create_transport` option set for RDMA, with
+//! SPDK's defaults, validated, and dumped in SPDK's field order for `nvmf_get_transports` and
 //! save_config.
+//!
+//! An option this transport does not use is refused ([`TransportError::Unsupported`], `-32602`)
+//! where SPDK ignores it: other transports' options (accepted only with the values rpc.py
+//! sends by default), and the SPDK options that would have no effect here unless they keep
+//! their default value (`dif_insert_or_strip`, `zcopy`, `abort_timeout_sec`, `ack_timeout`,
+//! `data_wr_pool_size`, `masked_oncs`, `masked_fuses`). `io_unit_size` is accepted with any
+//! value and ignored, as SPDK itself does since v26.05 (its v24.09 save_config writes it).
 
 use serde_json::{Value, json};
-use target_core::registry::{TransportError, TransportParams};
+use target_core::registry::{TransportError, TransportParams, refuse_unused_options};
+
+/// The options the RDMA transport decodes.
+pub const USED_OPTIONS: &[&str] = &[
+    "max_queue_depth",
+    "max_io_qpairs_per_ctrlr",
+    "in_capsule_data_size",
+    "max_io_size",
+    "io_unit_size",
+    "max_aq_depth",
+    "num_shared_buffers",
+    "buf_cache_size",
+    "iobuf_small_cache_size",
+    "iobuf_large_cache_size",
+    "dif_insert_or_strip",
+    "zcopy",
+    "max_srq_depth",
+    "no_srq",
+    "num_cqe",
+    "acceptor_backlog",
+    "no_wr_batching",
+    "abort_timeout_sec",
+    "acceptor_poll_rate",
+    "ack_timeout",
+    "data_wr_pool_size",
+    "disable_command_passthru",
+    "kas",
+    "min_kato",
+    "masked_oncs",
+    "masked_fuses",
+];
 
 /// `UINT32_MAX`: "automatic" for the cache sizes.
 pub const AUTO: u32 = u32::MAX;
@@ -35,7 +71,7 @@ pub struct RdmaOpts {
     pub in_capsule_data_size: u32,
     /// Largest data transfer per command.
     pub max_io_size: u32,
-    /// Deprecated: accepted and ignored (data buffers are 8 KiB and 128 KiB).
+    /// Deprecated (by SPDK too): accepted and ignored (data buffers are 8 KiB and 128 KiB).
     pub io_unit_size: u32,
     /// Entries per admin queue.
     pub max_aq_depth: u32,
@@ -45,9 +81,9 @@ pub struct RdmaOpts {
     pub iobuf_small_cache_size: u32,
     /// Per-poll-group cache of large buffers ([`AUTO`] likewise).
     pub iobuf_large_cache_size: u32,
-    /// DIF insert/strip (not supported: accepted, has no effect).
+    /// DIF insert/strip: only `false` (the bdevs have no protection information).
     pub dif_insert_or_strip: bool,
-    /// Zero copy through the bdev layer (the data path never copies anyway).
+    /// Zero copy through the bdev layer (SPDK: TCP only): only `false`.
     pub zcopy: bool,
     /// Receives per shared receive queue.
     pub max_srq_depth: u32,
@@ -59,16 +95,18 @@ pub struct RdmaOpts {
     pub acceptor_backlog: i32,
     /// Post every work request at once instead of once per poll.
     pub no_wr_batching: bool,
-    /// Abort command execution timeout in seconds.
+    /// Abort command execution timeout in seconds: only SPDK's default 1 (rtgt's Abort never
+    /// waits for a command in progress: it aborts only parked AERs).
     pub abort_timeout_sec: u32,
     /// Acceptor poller period in microseconds.
     pub acceptor_poll_rate: u32,
-    /// TCP only; accepted and dumped.
+    /// TCP only: only SPDK's default 0; dumped.
     pub ack_timeout: u32,
-    /// SPDK's data work-request pool size; accepted and dumped (work requests are built per
-    /// poll here, so no pool is needed).
+    /// SPDK's data work-request pool size: only SPDK's default (work requests are built per
+    /// poll here, so there is no pool); dumped.
     pub data_wr_pool_size: u32,
-    /// Disable command passthrough; accepted and dumped.
+    /// Disable command passthrough: either value; rtgt never passes I/O commands through, so
+    /// `true` holds by construction. Dumped.
     pub disable_command_passthru: bool,
     /// Keep-alive granularity in 100 ms units (Identify KAS).
     pub kas: u16,
@@ -177,8 +215,10 @@ fn check_name_list(p: &TransportParams, key: &str) -> Result<(), TransportError>
 }
 
 impl RdmaOpts {
-    /// Decodes the options over SPDK's defaults and validates them. Unknown keys are ignored.
+    /// Decodes the options over SPDK's defaults and validates them. Options the transport
+    /// does not use are refused (see the module documentation).
     pub fn decode(p: &TransportParams) -> Result<RdmaOpts, TransportError> {
+        refuse_unused_options("RDMA", p, USED_OPTIONS)?;
         let mut o = RdmaOpts::default();
         get_u16(p, "max_queue_depth", &mut o.max_queue_depth)?;
         get_u16(p, "max_io_qpairs_per_ctrlr", &mut o.max_io_qpairs_per_ctrlr)?;
@@ -211,8 +251,64 @@ impl RdmaOpts {
         get_u32(p, "min_kato", &mut o.min_kato)?;
         check_name_list(p, "masked_oncs")?;
         check_name_list(p, "masked_fuses")?;
+        o.refuse_without_effect(p)?;
         o.validate()?;
         Ok(o)
+    }
+
+    /// Refuses the SPDK options that would have no effect in this transport unless they keep
+    /// SPDK's default.
+    fn refuse_without_effect(&self, p: &TransportParams) -> Result<(), TransportError> {
+        let d = RdmaOpts::default();
+        let unsupported = |what: String, why: &str| {
+            Err(TransportError::Unsupported(format!(
+                "{what} is not supported: {why}"
+            )))
+        };
+        if self.dif_insert_or_strip {
+            return unsupported(
+                "dif_insert_or_strip true".into(),
+                "rtgt's bdevs have no protection information (and SPDK applies it to TCP only)",
+            );
+        }
+        if self.zcopy {
+            return unsupported(
+                "zcopy true".into(),
+                "SPDK's zero-copy is a TCP option; rtgt's RDMA transport has no zcopy mode",
+            );
+        }
+        if self.abort_timeout_sec != d.abort_timeout_sec {
+            return unsupported(
+                format!("abort_timeout_sec {}", self.abort_timeout_sec),
+                "rtgt's Abort never waits for a command in progress; only SPDK's default 1 is accepted",
+            );
+        }
+        if self.ack_timeout != d.ack_timeout {
+            return unsupported(
+                format!("ack_timeout {}", self.ack_timeout),
+                "it is a TCP option; only SPDK's default 0 is accepted",
+            );
+        }
+        if self.data_wr_pool_size != d.data_wr_pool_size {
+            return unsupported(
+                format!("data_wr_pool_size {}", self.data_wr_pool_size),
+                "rtgt builds its work requests per poll and keeps no pool of them; only SPDK's default 4095 is accepted",
+            );
+        }
+        for key in ["masked_oncs", "masked_fuses"] {
+            let given = match p.get(key) {
+                Some(Value::Array(a)) => !a.is_empty(),
+                Some(Value::String(s)) => !s.is_empty(),
+                _ => false,
+            };
+            if given {
+                return unsupported(
+                    format!("{key} {}", p[key]),
+                    "rtgt does not mask ONCS or FUSES bits",
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Applies SPDK's adjustments and rejects what cannot work.
@@ -292,9 +388,6 @@ impl RdmaOpts {
         }
         let gran = u32::from(self.kas) * 100;
         self.min_kato = self.min_kato.div_ceil(gran).saturating_mul(gran);
-        if self.dif_insert_or_strip {
-            tracing::warn!("dif_insert_or_strip is not supported by the RDMA transport; ignored");
-        }
         Ok(())
     }
 
@@ -422,19 +515,24 @@ mod tests {
     }
 
     #[test]
-    fn relaxed_decoding_and_deprecated_names() {
+    fn rpc_py_defaults_and_deprecated_names() {
+        // What rpc.py sends for `nvmf_create_transport -t RDMA -q 64 -u 16384 -n 8191 -b 33 -r -d 1024`.
         let o = RdmaOpts::decode(&params(json!({
             "trtype": "RDMA",
             "max_queue_depth": 64,
             "io_unit_size": 16384,
             "num_shared_buffers": 8191,
             "buf_cache_size": 33,
-            "c2h_success": false,
-            "sock_priority": 3,
+            "zcopy": false,
+            "c2h_success": true,
+            "dif_insert_or_strip": false,
+            "no_wr_batching": false,
+            "disable_mappable_bar0": false,
+            "disable_adaptive_irq": false,
+            "disable_shadow_doorbells": false,
+            "disable_command_passthru": false,
             "no_srq": true,
             "num_cqe": 1024,
-            "masked_oncs": ["nvmdsmsv"],
-            "some_future_option": {"x": 1},
         })))
         .unwrap();
         assert_eq!(o.max_queue_depth, 64);
@@ -452,6 +550,50 @@ mod tests {
         })))
         .unwrap();
         assert_eq!(o.iobuf_small_cache_size, 7);
+    }
+
+    /// Issue 13: options that would have no effect used to be accepted (and some dumped).
+    #[test]
+    fn options_without_effect_are_refused() {
+        let refused = |v: Value| match RdmaOpts::decode(&params(v.clone())) {
+            Err(TransportError::Unsupported(m)) => m,
+            other => panic!("{v} gave {other:?}"),
+        };
+        for (v, words) in [
+            (json!({"c2h_success": false}), "'c2h_success' (false)"),
+            (json!({"sock_priority": 3}), "'sock_priority'"),
+            (
+                json!({"some_future_option": {"x": 1}}),
+                "some_future_option",
+            ),
+            (
+                json!({"disable_mappable_bar0": true}),
+                "disable_mappable_bar0",
+            ),
+            (
+                json!({"dif_insert_or_strip": true}),
+                "dif_insert_or_strip true",
+            ),
+            (json!({"zcopy": true}), "zcopy true"),
+            (json!({"abort_timeout_sec": 5}), "abort_timeout_sec 5"),
+            (json!({"ack_timeout": 100}), "ack_timeout 100"),
+            (json!({"data_wr_pool_size": 8191}), "data_wr_pool_size 8191"),
+            (json!({"masked_oncs": ["nvmdsmsv"]}), "masked_oncs"),
+            (json!({"masked_fuses": "fcws"}), "masked_fuses"),
+        ] {
+            let m = refused(v);
+            assert!(m.contains(words) && m.contains("not supported"), "{m}");
+        }
+        // SPDK's own dump of a default RDMA transport loads.
+        let spdk = json!({"trtype": "RDMA", "max_queue_depth": 128, "max_io_qpairs_per_ctrlr": 127,
+            "in_capsule_data_size": 4096, "max_io_size": 131072, "io_unit_size": 8192,
+            "max_aq_depth": 128, "num_shared_buffers": 4095, "buf_cache_size": 4294967295u32,
+            "dif_insert_or_strip": false, "zcopy": false, "max_srq_depth": 4096, "no_srq": false,
+            "acceptor_backlog": 100, "no_wr_batching": false, "abort_timeout_sec": 1,
+            "ack_timeout": 0, "data_wr_pool_size": 4095, "disable_command_passthru": false,
+            "masked_oncs": [], "kas": 100, "min_kato": 10000});
+        assert!(RdmaOpts::decode(&params(spdk)).is_ok());
+        assert!(RdmaOpts::decode(&params(json!({"disable_command_passthru": true}))).is_ok());
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The SRP transport's options (`nvmf_create_transport -t SRP ...`), with ib_srpt's defaults.
 //!
-//! Decoding is relaxed, as in SPDK: `rpc.py` sends the options of every transport it knows, so
-//! unknown keys are ignored. Where an SPDK option means the same thing it keeps its SPDK name
+//! An option the SRP transport does not use is refused (`-32602`), except the ones `rpc.py`
+//! sends on every call with their default values
+//! ([`target_core::registry::RPC_PY_ALWAYS_SENT`]), which are
+//! accepted without effect. Where an SPDK option means the same thing it keeps its SPDK name
 //! (`max_queue_depth`, `max_io_size`, `io_unit_size`, `num_shared_buffers`, `no_srq`,
 //! `acceptor_poll_rate`), so stock `rpc.py` flags work; the SRP-only ones are named after the
 //! ib_srpt parameters they mirror.
@@ -9,7 +11,24 @@
 use serde_json::{Map, Value, json};
 
 use crate::login::{DEFAULT_MAX_REQ_SIZE, DEFAULT_MAX_RSP_SIZE, DEFAULT_QUEUE_DEPTH};
-use target_core::registry::{TransportError, TransportParams};
+use target_core::registry::{TransportError, TransportParams, refuse_unused_options};
+
+/// The options the SRP transport uses.
+pub const USED_OPTIONS: &[&str] = &[
+    "max_queue_depth",
+    "max_req_size",
+    "max_rsp_size",
+    "immediate_data",
+    "use_srq",
+    "srq_size",
+    "sq_size",
+    "max_io_size",
+    "io_unit_size",
+    "num_shared_buffers",
+    "acceptor_poll_rate",
+    "disconnect_timeout_ms",
+    "no_srq",
+];
 
 /// The options of one SRP transport.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -104,8 +123,9 @@ fn get_bool(p: &TransportParams, key: &str, default: bool) -> Result<bool, Trans
 }
 
 impl SrpOpts {
-    /// Decodes the options (unknown keys are ignored) and checks them.
+    /// Decodes the options (refusing those the SRP transport does not use) and checks them.
     pub fn decode(p: &TransportParams) -> Result<Self, TransportError> {
+        refuse_unused_options("SRP", p, USED_OPTIONS)?;
         let d = SrpOpts::default();
         let mut o = SrpOpts {
             max_queue_depth: get_u32(p, "max_queue_depth", d.max_queue_depth, 2..=4096)?,
@@ -248,11 +268,13 @@ mod tests {
     }
 
     #[test]
-    fn relaxed_and_checked() {
-        // Other transports' options are ignored.
+    fn decoded_and_checked() {
+        // What rpc.py sends with every call is accepted with its default values...
         let o = SrpOpts::decode(&params(json!({
-            "trtype": "SRP", "in_capsule_data_size": 4096, "max_qpairs_per_ctrlr": 4,
-            "max_queue_depth": 32, "use_srq": true
+            "trtype": "SRP", "max_queue_depth": 32, "use_srq": true, "zcopy": false,
+            "c2h_success": true, "dif_insert_or_strip": false, "no_wr_batching": false,
+            "disable_mappable_bar0": false, "disable_adaptive_irq": false,
+            "disable_shadow_doorbells": false, "disable_command_passthru": false
         })))
         .unwrap();
         assert_eq!(o.max_queue_depth, 32);
@@ -273,6 +295,25 @@ mod tests {
             json!({"num_shared_buffers": 4}),
         ] {
             assert!(SrpOpts::decode(&params(bad.clone())).is_err(), "{bad}");
+        }
+    }
+
+    /// Issue 13: other transports' options used to be accepted and ignored.
+    #[test]
+    fn options_of_other_transports_are_refused() {
+        for v in [
+            json!({"in_capsule_data_size": 4096}),
+            json!({"max_io_qpairs_per_ctrlr": 4}),
+            json!({"c2h_success": false}),
+            json!({"zcopy": true}),
+            json!({"kas": 100}),
+        ] {
+            match SrpOpts::decode(&params(v.clone())) {
+                Err(TransportError::Unsupported(m)) => {
+                    assert!(m.contains("not supported by the SRP transport"), "{m}")
+                }
+                other => panic!("{v} gave {other:?}"),
+            }
         }
     }
 }

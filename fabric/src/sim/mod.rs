@@ -274,13 +274,60 @@ enum CompletionFault {
     Delay(Duration),
 }
 
-/// Fault hooks of a simulated network, for tests. Each armed fault fires once.
+/// How many faults a network has actually applied, by kind (an armed fault counts once it
+/// fires, not when it is armed). Fault tests compare these before and after each step to
+/// prove that the fault they armed happened.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FaultCounts {
+    /// Completions lost ([`SimFaults::drop_completion`]).
+    pub completions_dropped: u64,
+    /// Completions delivered late ([`SimFaults::delay_completion`]).
+    pub completions_delayed: u64,
+    /// Memory registrations failed ([`SimFaults::fail_next_registration`],
+    /// [`SimFaults::fail_registration_on`]).
+    pub registrations_failed: u64,
+    /// Connection requests rejected ([`SimFaults::refuse_next_connection`]).
+    pub connections_refused: u64,
+    /// Queue pairs forced into the error state ([`SimNetwork::force_qp_error`]).
+    pub qp_errors_forced: u64,
+    /// Devices removed ([`SimNetwork::remove_device`]).
+    pub devices_removed: u64,
+}
+
+impl FaultCounts {
+    /// What was applied since `earlier` (kind by kind).
+    pub fn since(&self, earlier: &FaultCounts) -> FaultCounts {
+        FaultCounts {
+            completions_dropped: self.completions_dropped - earlier.completions_dropped,
+            completions_delayed: self.completions_delayed - earlier.completions_delayed,
+            registrations_failed: self.registrations_failed - earlier.registrations_failed,
+            connections_refused: self.connections_refused - earlier.connections_refused,
+            qp_errors_forced: self.qp_errors_forced - earlier.qp_errors_forced,
+            devices_removed: self.devices_removed - earlier.devices_removed,
+        }
+    }
+}
+
+#[derive(Default)]
+struct FiredCounters {
+    dropped: AtomicU64,
+    delayed: AtomicU64,
+    registrations: AtomicU64,
+    refused: AtomicU64,
+    qp_errors: AtomicU64,
+    devices: AtomicU64,
+}
+
+/// Fault hooks of a simulated network, for tests. Each armed fault fires once;
+/// [`SimFaults::fired`] counts the faults applied and [`SimFaults::pending`] those armed that
+/// have not fired yet.
 pub struct SimFaults {
     armed: AtomicBool,
     completions: Mutex<Vec<(CompletionMatch, CompletionFault)>>,
     fail_registration: AtomicU32,
     fail_registration_on: Mutex<Vec<(IpAddr, u32)>>,
     refuse: Mutex<VecDeque<Vec<u8>>>,
+    fired: FiredCounters,
 }
 
 impl std::fmt::Debug for SimFaults {
@@ -297,7 +344,29 @@ impl SimFaults {
             fail_registration: AtomicU32::new(0),
             fail_registration_on: Mutex::new(Vec::new()),
             refuse: Mutex::new(VecDeque::new()),
+            fired: FiredCounters::default(),
         }
+    }
+
+    /// The faults applied so far on this network.
+    pub fn fired(&self) -> FaultCounts {
+        let f = &self.fired;
+        FaultCounts {
+            completions_dropped: f.dropped.load(Ordering::Acquire),
+            completions_delayed: f.delayed.load(Ordering::Acquire),
+            registrations_failed: f.registrations.load(Ordering::Acquire),
+            connections_refused: f.refused.load(Ordering::Acquire),
+            qp_errors_forced: f.qp_errors.load(Ordering::Acquire),
+            devices_removed: f.devices.load(Ordering::Acquire),
+        }
+    }
+
+    /// How many armed faults have not fired yet.
+    pub fn pending(&self) -> usize {
+        self.completions.lock().len()
+            + self.fail_registration.load(Ordering::Acquire) as usize
+            + self.fail_registration_on.lock().len()
+            + self.refuse.lock().len()
     }
 
     /// The next completion matching `m` is lost (never reaches its completion queue).
@@ -334,6 +403,14 @@ impl SimFaults {
     }
 
     fn take_registration_failure(&self, ip: IpAddr) -> bool {
+        let fail = self.registration_rule(ip);
+        if fail {
+            self.fired.registrations.fetch_add(1, Ordering::AcqRel);
+        }
+        fail
+    }
+
+    fn registration_rule(&self, ip: IpAddr) -> bool {
         if self
             .fail_registration
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_sub(1))
@@ -354,7 +431,11 @@ impl SimFaults {
     }
 
     pub(crate) fn take_refusal(&self) -> Option<Vec<u8>> {
-        self.refuse.lock().pop_front()
+        let r = self.refuse.lock().pop_front();
+        if r.is_some() {
+            self.fired.refused.fetch_add(1, Ordering::AcqRel);
+        }
+        r
     }
 
     fn intercept(&self, wc: &WorkCompletion) -> Option<CompletionFault> {
@@ -367,6 +448,11 @@ impl SimFaults {
         if rules.is_empty() {
             self.armed.store(false, Ordering::Release);
         }
+        let counter = match f {
+            CompletionFault::Drop => &self.fired.dropped,
+            CompletionFault::Delay(_) => &self.fired.delayed,
+        };
+        counter.fetch_add(1, Ordering::AcqRel);
         Some(f)
     }
 }
@@ -511,6 +597,11 @@ impl SimNetwork {
             devs.remove(i)
         };
         dev.removed.store(true, Ordering::Release);
+        self.inner
+            .faults
+            .fired
+            .devices
+            .fetch_add(1, Ordering::AcqRel);
         cm::device_event(&self.inner, &dev, CmEventKind::DeviceRemoval);
         let qps: Vec<Arc<SQp>> = self
             .inner
@@ -547,6 +638,11 @@ impl SimNetwork {
         match qp {
             Some(q) => {
                 q.enter_error();
+                self.inner
+                    .faults
+                    .fired
+                    .qp_errors
+                    .fetch_add(1, Ordering::AcqRel);
                 q.device().push_async(AsyncEvent {
                     kind: AsyncEventKind::QpFatal,
                     element: AsyncElement::Qp(qp_num),
@@ -1520,5 +1616,21 @@ mod tests {
         f.fail_next_registration();
         assert!(f.take_registration_failure(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)));
         assert!(!f.take_registration_failure(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)));
+        // Counted when applied, not when armed; the unmatched send rule is still pending.
+        let fired = f.fired();
+        assert_eq!(
+            (fired.completions_dropped, fired.registrations_failed),
+            (1, 1)
+        );
+        assert_eq!(f.pending(), 1);
+        f.fail_registration_on(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 1);
+        assert!(!f.take_registration_failure(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)));
+        assert_eq!(
+            f.fired().registrations_failed,
+            1,
+            "a skipped registration is not a fault"
+        );
+        assert!(f.take_registration_failure(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)));
+        assert_eq!(f.fired().registrations_failed, 2);
     }
 }

@@ -17,7 +17,9 @@ Unlike SPDK's client, ``timeout`` is wall-clock time for the whole response (SPD
 CPU time, which in practice never expires while the client waits). When a call times out
 or the server closes the connection mid-response, the connection is dropped: a late
 response could otherwise be taken for the answer to the next request. The next call
-connects again.
+connects again. A connection the server has closed while it was idle (rtgt closes
+connections idle for ``rtgt serve --rpc-idle-timeout``, 60 s by default) is noticed before
+the next request is sent, and replaced by a new one.
 """
 
 import codecs
@@ -158,9 +160,15 @@ class Client:
         return f"{self.address}:{self.port}"
 
     def connect(self) -> None:
-        """Opens the connection (no-op if already open), retrying ``conn_retries`` times."""
+        """Opens the connection, retrying ``conn_retries`` times.
+
+        A no-op if a connection is open, unless the server has closed it (after its idle
+        timeout): then a new one is opened.
+        """
         if self._sock is not None:
-            return
+            if not self._closed_by_server():
+                return
+            self.close()
         attempts = self.conn_retries + 1
         last: Optional[OSError] = None
         for attempt in range(attempts):
@@ -178,6 +186,23 @@ class Client:
         self._next_id = 1
         self._buf = ""
         self._utf8.reset()
+
+    def _closed_by_server(self) -> bool:
+        """Whether the server has closed the open, idle connection (nothing is pending on it)."""
+        assert self._sock is not None
+        if self._buf.strip():
+            return False
+        try:
+            self._sock.setblocking(False)
+            try:
+                data = self._sock.recv(1, socket.MSG_PEEK)
+            finally:
+                self._sock.settimeout(self.timeout)
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:
+            return True
+        return data == b""
 
     def _open(self) -> socket.socket:
         if _is_unix_address(self.address):

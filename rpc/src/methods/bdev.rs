@@ -16,7 +16,7 @@ use target_core::bdev::{
     IoType, MallocBdev, MallocParams, NullBdev, NullParams,
 };
 
-use super::{Rtgt, add, parse_uuid};
+use super::{Rtgt, add, not_supported, parse_uuid};
 use crate::params::Decode;
 use crate::{Methods, RegisterError, RpcError, RpcResult, StateMask};
 
@@ -38,12 +38,33 @@ fn uuid_arg(u: &Option<String>) -> RpcResult<Option<uuid::Uuid>> {
     }
 }
 
-/// Metadata and protection information: rtgt's bdevs have neither.
-fn no_metadata(md_size: u32, dif_type: i32, dif_pi_format: u32) -> RpcResult<()> {
-    if md_size != 0 || dif_type != 0 || dif_pi_format != 0 {
-        return Err(einval(format!(
-            "separate metadata and DIF are not supported (md_size {md_size}, dif_type {dif_type})"
-        )));
+/// Metadata and protection information: rtgt's bdevs have neither, so every metadata option
+/// other than its default is refused (`dif_is_head_of_md` and `md_interleave` only describe a
+/// layout that does not exist).
+fn no_metadata(
+    md_size: u32,
+    dif_type: i32,
+    dif_pi_format: u32,
+    dif_is_head_of_md: bool,
+    md_interleave: bool,
+) -> RpcResult<()> {
+    let why = "rtgt's bdevs have no metadata or protection information";
+    for (name, v) in [
+        ("md_size", u64::from(md_size)),
+        ("dif_type", dif_type.unsigned_abs().into()),
+        ("dif_pi_format", dif_pi_format.into()),
+    ] {
+        if v != 0 {
+            return Err(not_supported(format_args!("{name} {v}"), why));
+        }
+    }
+    for (name, on) in [
+        ("dif_is_head_of_md", dif_is_head_of_md),
+        ("md_interleave", md_interleave),
+    ] {
+        if on {
+            return Err(not_supported(format_args!("{name} true"), why));
+        }
     }
     Ok(())
 }
@@ -250,8 +271,25 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
 }
 
 async fn malloc_create(a: MallocCreate, ctx: Arc<Rtgt>) -> RpcResult<String> {
-    no_metadata(a.md_size, a.dif_type, a.dif_pi_format)?;
-    let _ = (a.md_interleave, a.dif_is_head_of_md, a.numa_id);
+    no_metadata(
+        a.md_size,
+        a.dif_type,
+        a.dif_pi_format,
+        a.dif_is_head_of_md,
+        a.md_interleave,
+    )?;
+    if a.numa_id != -1 {
+        return Err(not_supported(
+            format_args!("numa_id {}", a.numa_id),
+            "rtgt does not place malloc memory on a NUMA node; only -1 (any) is accepted",
+        ));
+    }
+    if a.optimal_io_boundary != 0 {
+        return Err(not_supported(
+            format_args!("optimal_io_boundary {}", a.optimal_io_boundary),
+            "rtgt neither splits I/O at a boundary nor reports one (NOIOB); only 0 is accepted",
+        ));
+    }
     if a.block_size == 0 || !a.block_size.is_multiple_of(512) {
         return Err(einval(format!(
             "block_size {} is not a multiple of 512",
@@ -278,8 +316,13 @@ async fn malloc_create(a: MallocCreate, ctx: Arc<Rtgt>) -> RpcResult<String> {
 }
 
 async fn null_create(a: NullCreate, ctx: Arc<Rtgt>) -> RpcResult<String> {
-    no_metadata(a.md_size, a.dif_type, a.dif_pi_format)?;
-    let _ = a.dif_is_head_of_md;
+    no_metadata(
+        a.md_size,
+        a.dif_type,
+        a.dif_pi_format,
+        a.dif_is_head_of_md,
+        false,
+    )?;
     let hints = [
         ("preferred_write_granularity", a.preferred_write_granularity),
         ("preferred_write_alignment", a.preferred_write_alignment),
@@ -288,9 +331,10 @@ async fn null_create(a: NullCreate, ctx: Arc<Rtgt>) -> RpcResult<String> {
         ("preferred_unmap_alignment", a.preferred_unmap_alignment),
     ];
     if let Some((k, v)) = hints.iter().find(|(_, v)| *v != 0) {
-        return Err(einval(format!(
-            "{k} {v} is not supported by null bdevs in rtgt"
-        )));
+        return Err(not_supported(
+            format_args!("{k} {v}"),
+            "rtgt's null bdevs report no write or unmap hints; only 0 is accepted",
+        ));
     }
     let uuid = uuid_arg(&a.uuid)?;
     let bdevs = ctx.target().bdevs();
@@ -311,9 +355,9 @@ async fn null_create(a: NullCreate, ctx: Arc<Rtgt>) -> RpcResult<String> {
 
 async fn aio_create(a: AioCreate, ctx: Arc<Rtgt>) -> RpcResult<String> {
     if a.nowait {
-        return Err(RpcError::errno(
-            libc::EOPNOTSUPP,
-            format!("bdev {}: RWF_NOWAIT (nowait) is not supported", a.name),
+        return Err(not_supported(
+            "nowait true",
+            "rtgt's aio bdev does not submit with RWF_NOWAIT",
         ));
     }
     let uuid = uuid_arg(&a.uuid)?;
@@ -504,17 +548,17 @@ async fn get_bdevs(a: GetBdevs, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
 
 async fn get_iostat(a: GetIostat, ctx: Arc<Rtgt>) -> RpcResult<Value> {
     if a.per_channel {
-        return Err(RpcError::errno(
-            libc::EOPNOTSUPP,
-            "per_channel I/O statistics are not supported",
+        return Err(not_supported(
+            "per_channel true",
+            "rtgt keeps one set of I/O statistics per bdev",
         ));
     }
     match a.reset_mode.as_deref() {
         None | Some("none") => {}
         Some(mode) => {
-            return Err(RpcError::errno(
-                libc::EOPNOTSUPP,
-                format!("reset_mode '{mode}' is not supported"),
+            return Err(not_supported(
+                format_args!("reset_mode '{}'", mode.escape_default()),
+                "rtgt's I/O statistics are not reset; only 'none' is accepted",
             ));
         }
     }
@@ -571,11 +615,16 @@ fn monotonic_ns() -> u64 {
     u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// The `bdev` subsystem's configuration: recorded setters, one create call per bdev in
-/// creation order, and `bdev_wait_for_examine` last.
+/// The `bdev` subsystem's configuration: one create call per bdev in creation order, and
+/// `bdev_wait_for_examine` last.
 pub(crate) fn bdev_config(ctx: &Rtgt) -> Vec<Value> {
-    let mut out = ctx.options.lock().dump("bdev");
-    out.extend(ctx.target().bdevs().list().iter().map(|b| b.config()));
+    let mut out: Vec<Value> = ctx
+        .target()
+        .bdevs()
+        .list()
+        .iter()
+        .map(|b| b.config())
+        .collect();
     out.push(json!({"method": "bdev_wait_for_examine"}));
     out
 }

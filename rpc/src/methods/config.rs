@@ -2,11 +2,10 @@
 //!
 //! Each subsystem's list replays, in order, the calls that rebuild its current state:
 //!
-//! * `keyring`: recorded setters, then `keyring_file_add_key` per key;
-//! * `iobuf`, `sock`, `vmd`, `accel`, `scheduler`: the recorded setters (empty on a fresh
-//!   target: rtgt has none of these subsystems and invents no values for them);
-//! * `bdev`: recorded setters (`bdev_set_options`, module options), one create call per bdev
-//!   in creation order, then `bdev_wait_for_examine`;
+//! * `keyring`: `keyring_file_add_key` per key;
+//! * `iobuf`, `sock`, `vmd`, `accel`, `scheduler`: nothing (rtgt has none of these subsystems;
+//!   their setters accept only SPDK's defaults, which need no saving);
+//! * `bdev`: one create call per bdev in creation order, then `bdev_wait_for_examine`;
 //! * `nvmf`: `nvmf_set_config`, `nvmf_set_max_subsystems`, `nvmf_set_crdt`, the transports,
 //!   then every subsystem, every host, every namespace and every listener (SPDK HEAD's order).
 //!
@@ -24,7 +23,7 @@ pub fn subsystem_config(ctx: &Rtgt, name: &str, with_batches: bool) -> Vec<Value
         "keyring" => options::keyring_config(ctx),
         "bdev" => bdev::bdev_config(ctx),
         "nvmf" => nvmf::nvmf_config(ctx, with_batches),
-        other => ctx.options.lock().dump(other),
+        _ => Vec::new(),
     }
 }
 

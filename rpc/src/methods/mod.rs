@@ -3,7 +3,8 @@
 //! contain, and the `save_config` / `--json` machinery.
 //!
 //! One file per area: [`framework`] (subsystem list, config dump, reactors), [`options`] (the
-//! setters rtgt records but has no use for, and the keyring), [`bdev`], [`nvmf`], [`config`]
+//! setters of SPDK subsystems rtgt does not have, accepted only with SPDK's defaults, and the
+//! keyring), [`bdev`], [`nvmf`], [`config`]
 //! (what `framework_get_config` prints for each subsystem) and [`load`] (applying a saved
 //! configuration, as `rtgt serve --json` does).
 //!
@@ -44,36 +45,24 @@ use crate::{Methods, RegisterError, RpcError, RpcResult, StateMask};
 /// The name of the one NVMe-oF target rtgt runs (SPDK's default target, `tgt_name`).
 pub const DEFAULT_TGT_NAME: &str = "nvmf_tgt";
 
+/// SPDK's default Dataset Management range size limit of a subsystem (`dmrsl`, blocks): the
+/// only value rtgt accepts, and the one `nvmf_get_subsystems` and `save_config` show.
+pub const DEFAULT_DMRSL: u32 = 2_097_152;
+/// SPDK's default Write Zeroes size limit (`wzsl`, 2^n × MPSMIN), likewise.
+pub const DEFAULT_WZSL: u8 = 12;
+
 /// Subsystem options SPDK keeps that rtgt's subsystem model has no field for. They are
 /// recorded here so that `nvmf_get_subsystems` and `save_config` show what was asked for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SubsystemExtras {
-    /// Dataset Management range size limit, in blocks (SPDK default 2097152).
-    pub dmrsl: u32,
-    /// Write Zeroes size limit, 2^n × MPSMIN (SPDK default 12).
-    pub wzsl: u8,
-    /// NVM subsystem reset support requested.
-    pub enable_nssr: bool,
-    /// Administrative label.
+    /// Administrative label (informational, as in SPDK).
     pub admin_label: Option<String>,
 }
 
-impl Default for SubsystemExtras {
-    fn default() -> Self {
-        Self {
-            dmrsl: 2_097_152,
-            wzsl: 12,
-            enable_nssr: false,
-            admin_label: None,
-        }
-    }
-}
-
 /// The context every storage method runs with: the target, plus what the RPC layer records
-/// on its behalf (option setters, keyring entries, subsystem options the core does not model).
+/// on its behalf (keyring entries, subsystem options the core does not model).
 pub struct Rtgt {
     target: Arc<Target>,
-    pub(crate) options: Mutex<options::OptionStore>,
     pub(crate) keys: Mutex<Vec<options::KeyEntry>>,
     pub(crate) extras: Mutex<HashMap<String, SubsystemExtras>>,
 }
@@ -89,7 +78,6 @@ impl Rtgt {
     pub fn new(target: Arc<Target>) -> Self {
         Self {
             target,
-            options: Mutex::new(options::OptionStore::default()),
             keys: Mutex::new(Vec::new()),
             extras: Mutex::new(HashMap::new()),
         }
@@ -190,6 +178,14 @@ pub(crate) fn invalid(e: CoreError) -> RpcError {
     RpcError::invalid_params(e.to_string())
 }
 
+/// `-32602 <what> is not supported: <why>`: the refusal of a parameter value rtgt would
+/// otherwise accept and ignore.
+pub(crate) fn not_supported(what: impl std::fmt::Display, why: &str) -> RpcError {
+    let e = RpcError::invalid_params(format!("{what} is not supported: {why}"));
+    tracing::warn!("{}", e.message);
+    e
+}
+
 /// Every failure as `-32603` with the core's message (add_host, remove_host).
 pub(crate) fn internal(e: CoreError) -> RpcError {
     RpcError::internal(e.to_string())
@@ -275,7 +271,7 @@ pub(crate) const fn req(name: &'static str, kind: Kind) -> Param {
     }
 }
 
-fn kind_ok(kind: Kind, v: &Value) -> bool {
+pub(crate) fn kind_ok(kind: Kind, v: &Value) -> bool {
     match kind {
         Kind::Bool => v.is_boolean(),
         Kind::Uint(bits) => v.as_u64().is_some_and(|n| bits >= 64 || n < (1u64 << bits)),

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use target_core::reactor::parse_cpumask;
+use target_core::reactor::{format_cpumask, parse_cpumask};
 use target_core::registry::TransportParams;
 use target_core::target::{
     AdrFam, CoreError, DISCOVERY_NQN, ListenAddr, NsParams, Subsystem, SubsystemParams,
@@ -19,8 +19,8 @@ use target_core::target::{
 };
 
 use super::{
-    Kind, Param, Rtgt, SubsystemExtras, add, check_params, check_tgt, hex_upper, internal, invalid,
-    nvmf_err, opt, parse_hex, parse_uuid, req,
+    DEFAULT_DMRSL, DEFAULT_WZSL, Kind, Param, Rtgt, SubsystemExtras, add, check_params, check_tgt,
+    hex_upper, internal, invalid, not_supported, nvmf_err, opt, parse_hex, parse_uuid, req,
 };
 use crate::params::Decode;
 use crate::{Methods, RegisterError, RpcError, RpcResult, StateMask};
@@ -29,8 +29,8 @@ const U16: Kind = Kind::Uint(16);
 const U32: Kind = Kind::Uint(32);
 
 /// The options of `nvmf_create_transport` every rpc.py version may send, with their types.
-/// The call is decoded relaxed (other keys pass through to the transport, which owns its own
-/// options, e.g. SRP's); the keys listed here must have the right type.
+/// The keys listed here must have the right type; every key then goes to the transport, which
+/// owns its options (e.g. SRP's) and refuses those it does not use (`-32602`).
 pub const TRANSPORT_OPTIONS: &[Param] = &[
     req("trtype", Kind::Str),
     opt("tgt_name", Kind::Str),
@@ -91,8 +91,10 @@ const SET_CONFIG: &[Param] = &[
     opt("dup_host_policy", Kind::Str),
 ];
 
-const DIGESTS: &[&str] = &["sha256", "sha384", "sha512"];
-const DHGROUPS: &[&str] = &[
+/// Every DH-HMAC-CHAP digest SPDK knows (its default list).
+pub(crate) const DIGESTS: &[&str] = &["sha256", "sha384", "sha512"];
+/// Every DH-HMAC-CHAP DH group SPDK knows (its default list).
+pub(crate) const DHGROUPS: &[&str] = &[
     "null",
     "ffdhe2048",
     "ffdhe3072",
@@ -418,6 +420,30 @@ async fn create_subsystem(a: CreateSubsystem, ctx: Arc<Rtgt>) -> RpcResult<bool>
             a.nqn
         )));
     }
+    if a.ana_reporting {
+        return Err(not_supported(
+            "ana_reporting true",
+            "rtgt does not report ANA yet (no ANA log page, no ANA groups); omit it or pass false",
+        ));
+    }
+    if let Some(d) = a.dmrsl.filter(|d| *d != DEFAULT_DMRSL) {
+        return Err(not_supported(
+            format_args!("dmrsl {d}"),
+            "rtgt does not report a Dataset Management range size limit; only SPDK's default 2097152 is accepted",
+        ));
+    }
+    if let Some(w) = a.wzsl.filter(|w| *w != DEFAULT_WZSL) {
+        return Err(not_supported(
+            format_args!("wzsl {w}"),
+            "rtgt does not report a Write Zeroes size limit; only SPDK's default 12 is accepted",
+        ));
+    }
+    if a.enable_nssr {
+        return Err(not_supported(
+            "enable_nssr true",
+            "rtgt has no NVM subsystem reset",
+        ));
+    }
     let (min, max) = (a.min_cntlid.unwrap_or(1), a.max_cntlid.unwrap_or(0xffef));
     if min == 0 || min > max || max > 0xffef {
         return Err(RpcError::invalid_params(format!(
@@ -437,13 +463,9 @@ async fn create_subsystem(a: CreateSubsystem, ctx: Arc<Rtgt>) -> RpcResult<bool>
     p.model = a.model_number;
     p.max_namespaces = a.max_namespaces;
     p.allow_any_host = a.allow_any_host;
-    p.ana_reporting = a.ana_reporting;
     p.min_cntlid = min;
     p.max_cntlid = max;
     let extras = SubsystemExtras {
-        dmrsl: a.dmrsl.unwrap_or(SubsystemExtras::default().dmrsl),
-        wzsl: a.wzsl.unwrap_or(SubsystemExtras::default().wzsl),
-        enable_nssr: a.enable_nssr,
         admin_label: a.admin_label,
     };
     match ctx.target().create_subsystem(p).await {
@@ -523,8 +545,8 @@ pub(crate) fn subsystem_json(ctx: &Rtgt, sub: &Subsystem) -> Value {
         o.insert("passthrough".into(), json!(false));
         o.insert("min_cntlid".into(), json!(c.min_cntlid));
         o.insert("max_cntlid".into(), json!(c.max_cntlid));
-        o.insert("dmrsl".into(), json!(x.dmrsl));
-        o.insert("wzsl".into(), json!(x.wzsl));
+        o.insert("dmrsl".into(), json!(DEFAULT_DMRSL));
+        o.insert("wzsl".into(), json!(DEFAULT_WZSL));
         let ns: Vec<Value> = c
             .namespaces
             .values()
@@ -574,17 +596,28 @@ async fn add_listener(a: AddListener, ctx: Arc<Rtgt>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     let sub = subsystem(&ctx, &a.nqn)?;
     let addr = a.listen_address.to_listen_addr()?;
-    let _ = (a.sock_impl, a.numa_id);
+    if let Some(i) = &a.sock_impl {
+        return Err(not_supported(
+            format_args!("sock_impl '{}'", i.escape_default()),
+            "only TCP listeners have a socket implementation, and rtgt's are RDMA and SRP",
+        ));
+    }
+    if let Some(n) = a.numa_id.filter(|n| *n != -1) {
+        return Err(not_supported(
+            format_args!("numa_id {n}"),
+            "rtgt does not place listeners on NUMA nodes (SPDK uses it for vfio-user); only -1 (any) is accepted",
+        ));
+    }
     if a.secure_channel {
         if sub.with_config(|c| c.allow_any_host) {
             return Err(RpcError::internal(
                 "Cannot establish secure channel, when 'allow_any_host' is set",
             ));
         }
-        return Err(RpcError::internal(format!(
-            "Secure channel (TLS) is not supported on {} listeners",
-            addr.trtype
-        )));
+        return Err(not_supported(
+            "secure_channel true",
+            &format!("{} listeners have no TLS", addr.trtype),
+        ));
     }
     match a.ana_state.as_deref() {
         None | Some("optimized") => {}
@@ -642,7 +675,26 @@ async fn add_ns(a: AddNs, ctx: Arc<Rtgt>) -> RpcResult<u32> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     let n = a.namespace;
+    // hide_metadata holds by construction: rtgt's bdevs have no metadata to expose.
     let _ = n.hide_metadata;
+    if let Some(f) = &n.ptpl_file {
+        return Err(not_supported(
+            format_args!("ptpl_file '{}'", f.escape_default()),
+            "rtgt has no persistent reservations yet",
+        ));
+    }
+    if n.no_auto_visible {
+        return Err(not_supported(
+            "no_auto_visible true",
+            "rtgt has no namespace masking yet (every allowed host sees every namespace); omit it or pass false",
+        ));
+    }
+    if n.anagrpid != 0 && n.anagrpid != n.nsid {
+        return Err(not_supported(
+            format_args!("anagrpid {}", n.anagrpid),
+            "rtgt does not report ANA yet; a namespace is in the ANA group of its own NSID",
+        ));
+    }
     let nguid = match &n.nguid {
         None => None,
         Some(s) => {
@@ -670,8 +722,8 @@ async fn add_ns(a: AddNs, ctx: Arc<Rtgt>) -> RpcResult<u32> {
                 eui64,
                 uuid,
                 anagrpid: n.anagrpid,
-                no_auto_visible: n.no_auto_visible,
-                ptpl_file: n.ptpl_file,
+                no_auto_visible: false,
+                ptpl_file: None,
             },
         )
         .await
@@ -716,10 +768,10 @@ async fn add_host(a: AddHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
         ));
     }
     if a.dhchap_key.is_some() {
-        return Err(RpcError::internal(format!(
-            "Host {}: DH-HMAC-CHAP authentication is not supported by rtgt",
-            a.host
-        )));
+        return Err(not_supported(
+            format_args!("Host {}: dhchap_key", a.host),
+            "rtgt has no DH-HMAC-CHAP authentication yet",
+        ));
     }
     ctx.target().add_host(&a.nqn, &a.host).map_err(internal)?;
     Ok(true)
@@ -844,6 +896,8 @@ pub(crate) fn effective_nvmf_config(ctx: &Rtgt) -> Map<String, Value> {
     out
 }
 
+const DISCOVERY_FILTERS_WHY: &str = "rtgt's discovery log lists every listener of every subsystem the host may use; only 'match_any' (SPDK's default) is accepted";
+
 fn list_within(v: &Value, allowed: &[&str], what: &str) -> Result<(), String> {
     for s in v.as_array().into_iter().flatten() {
         let s = s.as_str().unwrap_or_default();
@@ -874,24 +928,33 @@ fn set_config_inner(p: &crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
     for (k, v) in given {
         match k.as_str() {
             "admin_cmd_passthru" => {
-                if let (Some(Value::Object(cur)), Value::Object(new)) =
-                    (cfg.get_mut("admin_cmd_passthru"), v)
+                if let Some((cmd, _)) = v
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .find(|(_, on)| on.as_bool() == Some(true))
                 {
-                    cur.extend(new);
+                    return Err(not_supported(
+                        format_args!("admin_cmd_passthru.{cmd} true"),
+                        "rtgt passes no admin command through (it has no NVMe bdevs)",
+                    ));
                 }
             }
             "discovery_filter" => {
                 // Deprecated form: "match_any" or a comma list of transport/address/svcid.
                 let text = v.as_str().unwrap_or_default();
-                let mut list = Vec::new();
                 for f in text.split(',').map(str::trim) {
                     match f {
                         "match_any" => {}
-                        "transport" | "address" | "svcid" => list.push(json!(f)),
+                        "transport" | "address" | "svcid" => {
+                            return Err(not_supported(
+                                format_args!("discovery filter '{f}'"),
+                                DISCOVERY_FILTERS_WHY,
+                            ));
+                        }
                         other => return Err(bad(format!("invalid discovery filter '{other}'"))),
                     }
                 }
-                cfg.insert("discovery_filters".into(), Value::Array(list));
             }
             "discovery_filters" => {
                 list_within(
@@ -900,43 +963,66 @@ fn set_config_inner(p: &crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
                     "discovery filter",
                 )
                 .map_err(bad)?;
-                let list: Vec<Value> = v
+                if let Some(f) = v
                     .as_array()
                     .into_iter()
                     .flatten()
-                    .filter(|f| f.as_str() != Some("match_any"))
-                    .cloned()
-                    .collect();
-                cfg.insert(k, Value::Array(list));
-            }
-            "dhchap_digests" => {
-                list_within(&v, DIGESTS, "DH-HMAC-CHAP digest").map_err(bad)?;
-                cfg.insert(k, v);
-            }
-            "dhchap_dhgroups" => {
-                list_within(&v, DHGROUPS, "DH-HMAC-CHAP DH group").map_err(bad)?;
-                cfg.insert(k, v);
-            }
-            "dup_host_policy" => {
-                if !matches!(v.as_str(), Some("allow" | "restrict_per_listener")) {
-                    return Err(bad(format!("invalid dup_host_policy {v}")));
+                    .find(|f| f.as_str() != Some("match_any"))
+                {
+                    return Err(not_supported(
+                        format_args!("discovery filter {f}"),
+                        DISCOVERY_FILTERS_WHY,
+                    ));
                 }
-                cfg.insert(k, v);
             }
+            "dhchap_digests" | "dhchap_dhgroups" => {
+                let all = if k == "dhchap_digests" {
+                    DIGESTS
+                } else {
+                    DHGROUPS
+                };
+                list_within(&v, all, "DH-HMAC-CHAP digest or DH group").map_err(bad)?;
+                if !super::options::Dflt::Strs(all).matches(&v) {
+                    return Err(not_supported(
+                        format_args!("{k} {v}"),
+                        "rtgt has no DH-HMAC-CHAP yet, so there is nothing to restrict; only the full list (SPDK's default) is accepted",
+                    ));
+                }
+            }
+            "dup_host_policy" => match v.as_str() {
+                Some("allow") => {}
+                Some("restrict_per_listener") => {
+                    return Err(not_supported(
+                        "dup_host_policy 'restrict_per_listener'",
+                        "rtgt lets a host NQN connect through any number of listeners; only 'allow' (SPDK's default) is accepted",
+                    ));
+                }
+                _ => return Err(bad(format!("invalid dup_host_policy {v}"))),
+            },
             "poll_groups_mask" => {
                 let text = v.as_str().unwrap_or_default();
                 let cores = parse_cpumask(text).map_err(bad)?;
-                let ours: Vec<usize> = ctx
+                let mut ours: Vec<usize> = ctx
                     .target()
                     .reactors()
                     .info()
                     .iter()
                     .map(|r| r.core.unwrap_or(r.index))
                     .collect();
+                ours.sort_unstable();
                 if let Some(c) = cores.iter().find(|c| !ours.contains(c)) {
                     return Err(bad(format!(
                         "poll_groups_mask '{text}' names core {c}, outside the reactor mask"
                     )));
+                }
+                if cores.len() != ours.len() {
+                    return Err(not_supported(
+                        format_args!("poll_groups_mask '{text}'"),
+                        &format!(
+                            "rtgt runs a poll group on every reactor; the mask must name all of them ({})",
+                            format_cpumask(&ours)
+                        ),
+                    ));
                 }
                 cfg.insert(k, v);
             }
@@ -945,9 +1031,6 @@ fn set_config_inner(p: &crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
             }
         }
     }
-    tracing::info!(
-        "nvmf_set_config recorded; rtgt runs one poll group per reactor and has no admin passthru, discovery filters or DH-HMAC-CHAP"
-    );
     ctx.target().update_settings(|s| s.nvmf_config = cfg);
     Ok(true)
 }
@@ -970,9 +1053,19 @@ async fn set_max_subsystems(a: MaxSubsystems, ctx: Arc<Rtgt>) -> RpcResult<bool>
     })
 }
 
-async fn set_crdt(a: Crdt, ctx: Arc<Rtgt>) -> RpcResult<bool> {
-    ctx.target()
-        .update_settings(|s| s.crdt = [a.crdt1, a.crdt2, a.crdt3]);
+/// SPDK's command retry delay times tell hosts how long to wait before retrying a command
+/// completed with a Command Retry Delay; rtgt never asks for a delay, so only zeros (SPDK's
+/// default, which save_config writes) are accepted.
+async fn set_crdt(a: Crdt, _ctx: Arc<Rtgt>) -> RpcResult<bool> {
+    if let Some((k, v)) = [("crdt1", a.crdt1), ("crdt2", a.crdt2), ("crdt3", a.crdt3)]
+        .into_iter()
+        .find(|(_, v)| *v != 0)
+    {
+        return Err(not_supported(
+            format_args!("{k} {v}"),
+            "rtgt never completes a command with a retry delay; only SPDK's default 0 is accepted",
+        ));
+    }
     Ok(true)
 }
 
@@ -987,8 +1080,7 @@ pub(crate) fn nvmf_config(ctx: &Rtgt, with_batches: bool) -> Vec<Value> {
         json!({"method": "nvmf_set_config", "params": effective_nvmf_config(ctx)}),
         json!({"method": "nvmf_set_max_subsystems",
                "params": {"max_subsystems": settings.max_subsystems}}),
-        json!({"method": "nvmf_set_crdt", "params": {
-            "crdt1": settings.crdt[0], "crdt2": settings.crdt[1], "crdt3": settings.crdt[2]}}),
+        json!({"method": "nvmf_set_crdt", "params": {"crdt1": 0, "crdt2": 0, "crdt3": 0}}),
     ];
     for tr in t.transports() {
         out.push(json!({"method": "nvmf_create_transport", "params": tr.dump_opts()}));
@@ -1013,10 +1105,10 @@ pub(crate) fn nvmf_config(ctx: &Rtgt, with_batches: bool) -> Vec<Value> {
         p.insert("min_cntlid".into(), json!(c.min_cntlid));
         p.insert("max_cntlid".into(), json!(c.max_cntlid));
         p.insert("ana_reporting".into(), json!(c.ana_reporting));
-        p.insert("dmrsl".into(), json!(x.dmrsl));
-        p.insert("wzsl".into(), json!(x.wzsl));
+        p.insert("dmrsl".into(), json!(DEFAULT_DMRSL));
+        p.insert("wzsl".into(), json!(DEFAULT_WZSL));
         p.insert("passthrough".into(), json!(false));
-        p.insert("enable_nssr".into(), json!(x.enable_nssr));
+        p.insert("enable_nssr".into(), json!(false));
         if let Some(l) = &x.admin_label {
             p.insert("admin_label".into(), json!(l));
         }

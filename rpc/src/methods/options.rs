@@ -1,14 +1,18 @@
 //! The option setters of SPDK subsystems that rtgt has no counterpart for (iobuf, sock,
-//! accel, VMD, the bdev layer and the NVMe/RAID/iSCSI bdev modules, the scheduler), and the
-//! file keyring.
+//! accel, VMD, the bdev layer and the NVMe/RAID/iSCSI bdev modules, the scheduler, the Linux
+//! keyring), and the file keyring.
 //!
-//! Stock SPDK configurations contain these setters, and rpc.py's `load_config` refuses a file
-//! that names a method the target does not list. So each is registered under SPDK's name, with
-//! SPDK's state mask and parameters (checked strictly: unknown keys, missing required keys and
-//! wrong types are `-32602`), and the values are *recorded*: `save_config` prints them back in
-//! their subsystem exactly as they were set, so a configuration survives a round trip through
-//! rtgt. They change nothing in rtgt itself (it has no iobuf pools, sockets, accel engines,
-//! VMD or NVMe bdevs; its reactors always run the static schedule), and the log says so.
+//! Stock SPDK configurations contain these setters: SPDK's `save_config` writes most of them
+//! with their default values, and rpc.py's `load_config` refuses a file that names a method
+//! the target does not list. So each is registered under SPDK's name, with SPDK's state mask
+//! and parameters (checked strictly: unknown keys, missing required keys and wrong types are
+//! `-32602`). A call is accepted only when every value it gives is one SPDK itself writes by
+//! default ([`Setter::accepts`]; where releases differ, each release's default): such a call
+//! changes nothing in SPDK's default configuration, and nothing in rtgt. Any other value would
+//! be an option rtgt takes and ignores, so it is refused with `-32602` naming the parameter,
+//! the values accepted and why rtgt has no use for it. Nothing is recorded, so `save_config`
+//! writes none of these setters (their subsystems' lists are empty, as SPDK's are for
+//! subsystems without configuration).
 //!
 //! The keyring is real: `keyring_file_add_key` checks the file as SPDK does and remembers the
 //! key, `keyring_get_keys` lists keys, and `save_config` re-creates them.
@@ -19,25 +23,83 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use super::nvmf::{DHGROUPS, DIGESTS};
 use super::{Kind, Param, Rtgt, add, check_params, log_failure, opt, params_object, req};
 use crate::params::{Decode, DecodeFlavor};
 use crate::{Methods, Params, RegisterError, RpcError, RpcResult, StateMask};
 
-/// A setter: its method, the subsystem whose configuration it belongs to, its state mask and
-/// parameters.
+/// A value SPDK's `save_config` writes for a parameter when nobody set it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dflt {
+    /// A boolean.
+    Bool(bool),
+    /// An unsigned integer.
+    Uint(u64),
+    /// A signed integer.
+    Int(i64),
+    /// A string.
+    Str(&'static str),
+    /// A list of strings, in any order.
+    Strs(&'static [&'static str]),
+    /// An object `{"policy": <string>}` (bdev_nvme's `multipath_opts`).
+    Policy(&'static str),
+}
+
+impl Dflt {
+    /// Whether `v` is this value (a list: the same strings in any order).
+    pub fn matches(&self, v: &Value) -> bool {
+        match *self {
+            Dflt::Bool(b) => v.as_bool() == Some(b),
+            Dflt::Uint(n) => v.as_u64() == Some(n),
+            Dflt::Int(n) => v.as_i64() == Some(n),
+            Dflt::Str(s) => v.as_str() == Some(s),
+            Dflt::Strs(list) => v.as_array().is_some_and(|a| {
+                a.len() == list.len() && list.iter().all(|s| a.iter().any(|x| x == s))
+            }),
+            Dflt::Policy(p) => v.as_object().is_some_and(|o| {
+                o.len() == 1 && o.get("policy").and_then(Value::as_str) == Some(p)
+            }),
+        }
+    }
+
+    fn to_json(self) -> Value {
+        match self {
+            Dflt::Bool(b) => json!(b),
+            Dflt::Uint(n) => json!(n),
+            Dflt::Int(n) => json!(n),
+            Dflt::Str(s) => json!(s),
+            Dflt::Strs(l) => json!(l),
+            Dflt::Policy(p) => json!({ "policy": p }),
+        }
+    }
+}
+
+/// Which calls of a setter are accepted.
+#[derive(Debug)]
+pub enum Accepts {
+    /// Calls whose every parameter has one of its listed values (SPDK's defaults). A parameter
+    /// not listed is refused whenever it is given.
+    Defaults(&'static [(&'static str, &'static [Dflt])]),
+    /// No call: SPDK writes this setter only when it was used, and it would have no effect.
+    Nothing,
+}
+
+/// A setter: its method, the subsystem whose configuration it belongs to, its state mask,
+/// parameters and the values accepted.
 #[derive(Debug)]
 pub struct Setter {
     /// SPDK's method name.
     pub method: &'static str,
-    /// The subsystem that dumps it in `save_config`.
+    /// The subsystem SPDK dumps it in.
     pub subsystem: &'static str,
     /// When it may be called.
     pub mask: StateMask,
     /// Its parameters.
     pub params: &'static [Param],
-    /// Values are recorded per value of this parameter (e.g. per socket implementation);
-    /// `None` keeps one record.
-    pub key: Option<&'static str>,
+    /// The calls accepted (without effect).
+    pub accepts: Accepts,
+    /// Why rtgt has no use for it (the end of the refusal's message).
+    pub why: &'static str,
     /// Extra validation of the values.
     pub check: Option<CheckFn>,
 }
@@ -50,7 +112,16 @@ const U16: Kind = Kind::Uint(16);
 const U32: Kind = Kind::Uint(32);
 const U64: Kind = Kind::Uint(64);
 
-/// Every recorded setter, in the order `save_config` prints them within a subsystem.
+use Dflt::{Bool, Int, Policy, Str, Strs, Uint};
+
+const F: &[Dflt] = &[Bool(false)];
+const T: &[Dflt] = &[Bool(true)];
+const ZERO: &[Dflt] = &[Uint(0)];
+/// posix and uring: 2 MiB; ssl: 4 KiB (2 MiB before SPDK v24.01).
+const SOCK_BUF: &[Dflt] = &[Uint(2 << 20), Uint(4096)];
+
+/// Every setter, with SPDK's default values (v24.01 to HEAD; the sources are SPDK's
+/// `*_write_config_json` functions and the option structures they print).
 pub const SETTERS: &[Setter] = &[
     Setter {
         method: "iobuf_set_options",
@@ -63,7 +134,14 @@ pub const SETTERS: &[Setter] = &[
             opt("large_bufsize", U32),
             opt("enable_numa", Kind::Bool),
         ],
-        key: None,
+        accepts: Accepts::Defaults(&[
+            ("small_pool_count", &[Uint(8192)]),
+            ("large_pool_count", &[Uint(1024)]),
+            ("small_bufsize", &[Uint(8192)]),
+            ("large_bufsize", &[Uint(135_168)]),
+            ("enable_numa", F),
+        ]),
+        why: "rtgt has no iobuf pools (each transport sizes its own data buffers: num_shared_buffers)",
         check: None,
     },
     Setter {
@@ -71,7 +149,8 @@ pub const SETTERS: &[Setter] = &[
         subsystem: "sock",
         mask: StateMask::STARTUP,
         params: &[req("impl_name", Kind::Str)],
-        key: None,
+        accepts: Accepts::Defaults(&[("impl_name", &[Str("posix")])]),
+        why: "rtgt has no socket layer (its transports are RDMA and SRP)",
         check: Some(check_sock_impl),
     },
     Setter {
@@ -93,15 +172,30 @@ pub const SETTERS: &[Setter] = &[
             // Older SPDK releases.
             opt("enable_zerocopy_send", Kind::Bool),
         ],
-        key: Some("impl_name"),
-        check: Some(check_sock_impl),
+        accepts: Accepts::Defaults(&[
+            ("impl_name", &[Str("posix"), Str("ssl"), Str("uring")]),
+            ("recv_buf_size", SOCK_BUF),
+            ("send_buf_size", SOCK_BUF),
+            ("enable_recv_pipe", T),
+            ("enable_quickack", F),
+            ("enable_placement_id", ZERO),
+            ("enable_zerocopy_send_server", &[Bool(true), Bool(false)]),
+            ("enable_zerocopy_send_client", F),
+            ("zerocopy_threshold", ZERO),
+            ("tls_version", ZERO),
+            ("enable_ktls", F),
+            ("enable_zerocopy_send", &[Bool(true), Bool(false)]),
+        ]),
+        why: "rtgt has no socket layer (its transports are RDMA and SRP)",
+        check: Some(check_sock_impl_defaults),
     },
     Setter {
         method: "vmd_enable",
         subsystem: "vmd",
         mask: StateMask::STARTUP,
         params: &[],
-        key: None,
+        accepts: Accepts::Nothing,
+        why: "rtgt has no VMD driver (and no NVMe bdevs behind one)",
         check: None,
     },
     Setter {
@@ -115,7 +209,14 @@ pub const SETTERS: &[Setter] = &[
             opt("sequence_count", U32),
             opt("buf_count", U32),
         ],
-        key: None,
+        accepts: Accepts::Defaults(&[
+            ("small_cache_size", &[Uint(128)]),
+            ("large_cache_size", &[Uint(16)]),
+            ("task_count", &[Uint(2048)]),
+            ("sequence_count", &[Uint(2048)]),
+            ("buf_count", &[Uint(2048)]),
+        ]),
+        why: "rtgt has no acceleration framework",
         check: None,
     },
     Setter {
@@ -123,7 +224,8 @@ pub const SETTERS: &[Setter] = &[
         subsystem: "accel",
         mask: StateMask::STARTUP,
         params: &[req("opname", Kind::Str), req("module", Kind::Str)],
-        key: Some("opname"),
+        accepts: Accepts::Nothing,
+        why: "rtgt has no acceleration framework",
         check: None,
     },
     Setter {
@@ -137,7 +239,14 @@ pub const SETTERS: &[Setter] = &[
             opt("iobuf_small_cache_size", U32),
             opt("iobuf_large_cache_size", U32),
         ],
-        key: None,
+        accepts: Accepts::Defaults(&[
+            ("bdev_io_pool_size", &[Uint(65535)]),
+            ("bdev_io_cache_size", &[Uint(256)]),
+            ("bdev_auto_examine", T),
+            ("iobuf_small_cache_size", &[Uint(128)]),
+            ("iobuf_large_cache_size", &[Uint(16)]),
+        ]),
+        why: "rtgt's bdev layer has no bdev_io pool, no iobuf caches and no examine step",
         check: None,
     },
     Setter {
@@ -148,7 +257,11 @@ pub const SETTERS: &[Setter] = &[
             opt("process_window_size_kb", U32),
             opt("process_max_bandwidth_mb_sec", U32),
         ],
-        key: None,
+        accepts: Accepts::Defaults(&[
+            ("process_window_size_kb", &[Uint(1024)]),
+            ("process_max_bandwidth_mb_sec", ZERO),
+        ]),
+        why: "rtgt has no RAID bdevs",
         check: None,
     },
     Setter {
@@ -156,7 +269,8 @@ pub const SETTERS: &[Setter] = &[
         subsystem: "bdev",
         mask: StateMask::ANY,
         params: &[opt("timeout_sec", U64)],
-        key: None,
+        accepts: Accepts::Defaults(&[("timeout_sec", &[Uint(30)])]),
+        why: "rtgt has no iSCSI bdevs",
         check: None,
     },
     Setter {
@@ -200,7 +314,43 @@ pub const SETTERS: &[Setter] = &[
             // Older SPDK releases.
             opt("retry_count", U32),
         ],
-        key: None,
+        accepts: Accepts::Defaults(&[
+            ("action_on_timeout", &[Str("none")]),
+            ("timeout_us", ZERO),
+            ("timeout_admin_us", ZERO),
+            ("keep_alive_timeout_ms", &[Uint(10_000)]),
+            ("arbitration_burst", ZERO),
+            ("low_priority_weight", ZERO),
+            ("medium_priority_weight", ZERO),
+            ("high_priority_weight", ZERO),
+            ("nvme_adminq_poll_period_us", &[Uint(10_000)]),
+            ("nvme_ioq_poll_period_us", ZERO),
+            ("io_queue_requests", ZERO),
+            ("delay_cmd_submit", T),
+            ("transport_retry_count", &[Uint(4)]),
+            ("bdev_retry_count", &[Int(3)]),
+            ("transport_ack_timeout", ZERO),
+            ("ctrlr_loss_timeout_sec", &[Int(0)]),
+            ("reconnect_delay_sec", ZERO),
+            ("fast_io_fail_timeout_sec", ZERO),
+            ("disable_auto_failback", F),
+            ("generate_uuids", F),
+            ("transport_tos", ZERO),
+            ("nvme_error_stat", F),
+            ("rdma_srq_size", ZERO),
+            ("io_path_stat", F),
+            ("allow_accel_sequence", F),
+            ("rdma_max_cq_size", ZERO),
+            ("rdma_cm_event_timeout_ms", ZERO),
+            ("dhchap_digests", &[Strs(DIGESTS)]),
+            ("dhchap_dhgroups", &[Strs(DHGROUPS)]),
+            ("rdma_umr_per_io", F),
+            ("tcp_connect_timeout_ms", ZERO),
+            ("enable_flush", F),
+            ("multipath_opts", &[Policy("active_passive")]),
+            ("retry_count", &[Uint(4)]),
+        ]),
+        why: "rtgt has no NVMe bdevs",
         check: Some(check_nvme_timeout_action),
     },
     Setter {
@@ -208,7 +358,8 @@ pub const SETTERS: &[Setter] = &[
         subsystem: "bdev",
         mask: StateMask::RUNTIME,
         params: &[req("enable", Kind::Bool), opt("period_us", U64)],
-        key: None,
+        accepts: Accepts::Defaults(&[("enable", F), ("period_us", &[Uint(100_000)])]),
+        why: "rtgt has no NVMe bdevs",
         check: None,
     },
     Setter {
@@ -223,7 +374,9 @@ pub const SETTERS: &[Setter] = &[
             opt("core_busy", U8),
             opt("mappings", Kind::Str),
         ],
-        key: None,
+        // The static scheduler has no period (SPDK writes none), nor the dynamic one's limits.
+        accepts: Accepts::Defaults(&[("name", &[Str("static")]), ("period", ZERO)]),
+        why: "rtgt's reactors run the static schedule: one poll group on each reactor's core",
         check: Some(check_scheduler),
     },
     Setter {
@@ -231,7 +384,8 @@ pub const SETTERS: &[Setter] = &[
         subsystem: "keyring",
         mask: StateMask::STARTUP,
         params: &[opt("enable", Kind::Bool)],
-        key: None,
+        accepts: Accepts::Defaults(&[("enable", F)]),
+        why: "rtgt has no Linux keyring module (keys come from files: keyring_file_add_key)",
         check: None,
     },
 ];
@@ -241,6 +395,39 @@ fn check_sock_impl(p: &Map<String, Value>) -> Result<(), String> {
         Some("posix" | "ssl" | "uring") => Ok(()),
         other => Err(format!("unknown socket implementation {other:?}")),
     }
+}
+
+/// The socket implementations' defaults differ in buffer sizes and zero-copy send.
+fn check_sock_impl_defaults(p: &Map<String, Value>) -> Result<(), String> {
+    check_sock_impl(p)?;
+    let imp = p.get("impl_name").and_then(Value::as_str).unwrap_or("");
+    let (buf, zcopy) = match imp {
+        "posix" => (2u64 << 20, true),
+        "uring" => (2 << 20, false),
+        _ => (4096, true),
+    };
+    for key in ["recv_buf_size", "send_buf_size"] {
+        if let Some(v) = p.get(key).and_then(Value::as_u64)
+            && v != buf
+            && !(imp == "ssl" && v == 2 << 20)
+        {
+            return Err(format!(
+                "{key} {v} is not supported for {imp}: rtgt has no socket layer (its transports \
+                 are RDMA and SRP); only SPDK's default {buf} is accepted, without effect"
+            ));
+        }
+    }
+    for key in ["enable_zerocopy_send_server", "enable_zerocopy_send"] {
+        if let Some(v) = p.get(key).and_then(Value::as_bool)
+            && v != zcopy
+        {
+            return Err(format!(
+                "{key} {v} is not supported for {imp}: rtgt has no socket layer (its transports \
+                 are RDMA and SRP); only SPDK's default {zcopy} is accepted, without effect"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_nvme_timeout_action(p: &Map<String, Value>) -> Result<(), String> {
@@ -260,57 +447,41 @@ fn check_scheduler(p: &Map<String, Value>) -> Result<(), String> {
     }
 }
 
-/// One recorded setter call.
-#[derive(Debug, Clone)]
-struct Record {
-    method: &'static str,
-    key: Option<String>,
-    params: Map<String, Value>,
-}
-
-/// The values given to the recorded setters, in the order they were first set.
-#[derive(Debug, Default)]
-pub(crate) struct OptionStore {
-    records: Vec<Record>,
-}
-
-impl OptionStore {
-    fn set(&mut self, setter: &Setter, params: Map<String, Value>) {
-        let key = setter
-            .key
-            .and_then(|k| params.get(k))
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        match self
-            .records
-            .iter_mut()
-            .find(|r| r.method == setter.method && r.key == key)
-        {
-            Some(r) => {
-                for (k, v) in params {
-                    r.params.insert(k, v);
-                }
+impl Setter {
+    /// Why `params` (already type-checked) would have no effect, if they would: the first
+    /// parameter whose value is not one of SPDK's defaults.
+    pub fn refusal(&self, params: &Map<String, Value>) -> Option<String> {
+        let defaults = match self.accepts {
+            Accepts::Nothing => {
+                return Some(format!("{} is not supported: {}", self.method, self.why));
             }
-            None => self.records.push(Record {
-                method: setter.method,
-                key,
-                params,
-            }),
+            Accepts::Defaults(d) => d,
+        };
+        for (key, value) in params {
+            let allowed = defaults
+                .iter()
+                .find(|(k, _)| k == key)
+                .map_or(&[][..], |(_, a)| *a);
+            if allowed.iter().any(|d| d.matches(value)) {
+                continue;
+            }
+            let accepted = match allowed {
+                [] => return Some(format!("{key} is not supported: {}", self.why)),
+                [one] => format!("only SPDK's default {} is accepted", one.to_json()),
+                many => format!(
+                    "only SPDK's defaults {} are accepted",
+                    many.iter()
+                        .map(|d| d.to_json().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            return Some(format!(
+                "{key} {value} is not supported: {}; {accepted}, without effect",
+                self.why
+            ));
         }
-    }
-
-    /// The calls that re-create what was set for `subsystem`, in [`SETTERS`] order.
-    pub(crate) fn dump(&self, subsystem: &str) -> Vec<Value> {
-        SETTERS
-            .iter()
-            .filter(|s| s.subsystem == subsystem)
-            .flat_map(|s| {
-                self.records
-                    .iter()
-                    .filter(move |r| r.method == s.method)
-                    .map(|r| json!({"method": r.method, "params": r.params}))
-            })
-            .collect()
+        None
     }
 }
 
@@ -337,8 +508,8 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
         m.register(
             setter.method,
             setter.mask,
-            move |p: Params<'_>, ctx: &Rtgt| {
-                apply_setter(setter, &p, ctx).inspect_err(|e| log_failure(setter.method, e))
+            move |p: Params<'_>, _: &Rtgt| {
+                apply_setter(setter, &p).inspect_err(|e| log_failure(setter.method, e))
             },
         )?;
     }
@@ -403,22 +574,20 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
     Ok(())
 }
 
-fn apply_setter(setter: &Setter, p: &Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
+fn apply_setter(setter: &Setter, p: &Params<'_>) -> RpcResult<bool> {
     let params = params_object(p, DecodeFlavor::InvalidParams)?;
-    let bad = |why: String| {
-        tracing::warn!(method = setter.method, "{why}");
-        RpcError::invalid_params(format!("Invalid parameters: {why}"))
-    };
+    let bad = |why: String| RpcError::invalid_params(format!("Invalid parameters: {why}"));
     check_params(&params, setter.params, false).map_err(bad)?;
     if let Some(check) = setter.check {
         check(&params).map_err(bad)?;
     }
-    tracing::info!(
+    if let Some(why) = setter.refusal(&params) {
+        return Err(bad(why));
+    }
+    tracing::debug!(
         method = setter.method,
-        "recorded for save_config; rtgt has no {} subsystem to apply it to",
-        setter.subsystem
+        "SPDK's default values: accepted without effect"
     );
-    ctx.options.lock().set(setter, params);
     Ok(true)
 }
 
@@ -451,14 +620,13 @@ fn check_key_file(path: &str) -> RpcResult<()> {
     Ok(())
 }
 
-/// The `keyring` subsystem's configuration: the recorded setters, then one
-/// `keyring_file_add_key` per key.
+/// The `keyring` subsystem's configuration: one `keyring_file_add_key` per key.
 pub(crate) fn keyring_config(ctx: &Rtgt) -> Vec<Value> {
-    let mut out = ctx.options.lock().dump("keyring");
-    out.extend(ctx.keys.lock().iter().map(
-        |k| json!({"method": "keyring_file_add_key", "params": {"name": k.name, "path": k.path}}),
-    ));
-    out
+    ctx.keys
+        .lock()
+        .iter()
+        .map(|k| json!({"method": "keyring_file_add_key", "params": {"name": k.name, "path": k.path}}))
+        .collect()
 }
 
 /// Whether the keyring holds a key of this name.
@@ -479,33 +647,59 @@ mod tests {
     }
 
     #[test]
-    fn records_merge_per_key_and_dump_in_setter_order() {
-        let mut s = OptionStore::default();
-        s.set(
-            setter("sock_impl_set_options"),
-            map(json!({"impl_name":"posix","recv_buf_size":1})),
-        );
-        s.set(
-            setter("sock_set_default_impl"),
-            map(json!({"impl_name":"posix"})),
-        );
-        s.set(
-            setter("sock_impl_set_options"),
-            map(json!({"impl_name":"ssl","recv_buf_size":2})),
-        );
-        s.set(
-            setter("sock_impl_set_options"),
-            map(json!({"impl_name":"posix","send_buf_size":3})),
-        );
-        let d = s.dump("sock");
-        assert_eq!(d.len(), 3);
-        assert_eq!(d[0]["method"], "sock_set_default_impl");
+    fn only_spdk_defaults_are_accepted() {
+        let iobuf = setter("iobuf_set_options");
         assert_eq!(
-            d[1]["params"],
-            json!({"impl_name":"posix","recv_buf_size":1,"send_buf_size":3})
+            iobuf.refusal(&map(
+                json!({"small_pool_count": 8192, "large_bufsize": 135168})
+            )),
+            None
         );
-        assert_eq!(d[2]["params"]["impl_name"], "ssl");
-        assert!(s.dump("iobuf").is_empty());
+        let why = iobuf
+            .refusal(&map(json!({"small_pool_count": 4096})))
+            .unwrap();
+        assert!(
+            why.contains("small_pool_count 4096 is not supported")
+                && why.contains("iobuf")
+                && why.contains("8192"),
+            "{why}"
+        );
+        let nvme = setter("bdev_nvme_set_options");
+        let defaults = map(json!({"dhchap_digests": ["sha512", "sha256", "sha384"],
+                                  "multipath_opts": {"policy": "active_passive"},
+                                  "bdev_retry_count": 3}));
+        assert_eq!(nvme.refusal(&defaults), None);
+        assert!(
+            nvme.refusal(&map(json!({"dhchap_digests": ["sha256"]})))
+                .is_some()
+        );
+        assert!(
+            nvme.refusal(&map(json!({"multipath_opts": {"policy": "active_active"}})))
+                .is_some()
+        );
+        assert!(setter("vmd_enable").refusal(&Map::new()).is_some());
+        let sched = setter("framework_set_scheduler");
+        assert_eq!(sched.refusal(&map(json!({"name": "static"}))), None);
+        assert!(
+            sched
+                .refusal(&map(json!({"name": "static", "period": 5})))
+                .is_some()
+        );
+        assert!(
+            sched
+                .refusal(&map(json!({"name": "static", "core_limit": 1})))
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn socket_defaults_depend_on_the_implementation() {
+        let ok = |v: Value| check_sock_impl_defaults(&map(v));
+        assert!(ok(json!({"impl_name": "posix", "recv_buf_size": 2097152})).is_ok());
+        assert!(ok(json!({"impl_name": "ssl", "recv_buf_size": 4096})).is_ok());
+        assert!(ok(json!({"impl_name": "posix", "recv_buf_size": 4096})).is_err());
+        assert!(ok(json!({"impl_name": "uring", "enable_zerocopy_send_server": true})).is_err());
+        assert!(ok(json!({"impl_name": "posix", "enable_zerocopy_send_server": true})).is_ok());
     }
 
     #[test]
@@ -517,8 +711,18 @@ mod tests {
                 s.method,
                 s.subsystem
             );
-            if let Some(k) = s.key {
-                assert!(s.params.iter().any(|p| p.name == k && p.required));
+            if let Accepts::Defaults(d) = s.accepts {
+                for (k, values) in d {
+                    let p = s.params.iter().find(|p| p.name == *k);
+                    let p = p.unwrap_or_else(|| panic!("{}: default for unknown {k}", s.method));
+                    for v in *values {
+                        assert!(
+                            super::super::kind_ok(p.kind, &v.to_json()),
+                            "{}: default {v:?} of {k} has the wrong type",
+                            s.method
+                        );
+                    }
+                }
             }
         }
         assert!(check_scheduler(&map(json!({"name":"static"}))).is_ok());

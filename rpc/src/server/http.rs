@@ -6,16 +6,21 @@
 //! The request is handled by the same dispatcher as the socket, so envelope rules, batches,
 //! state masks and error codes are SPDK's here too. With a token configured, requests without
 //! `Authorization: Bearer <token>` get `401` before their body is read. Bodies over the size
-//! cap get `413`; other methods `405`.
+//! cap get `413`; other methods `405`. A client over the connection limit gets `503` (with the
+//! JSON-RPC error `-32000 Too many connections` as the body) and a closed connection; a
+//! keep-alive connection with no request in progress for the idle timeout is closed.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Bytes, Incoming};
-use hyper::header::{ALLOW, AUTHORIZATION, CONTENT_TYPE, HeaderValue, WWW_AUTHENTICATE};
+use hyper::header::{
+    ALLOW, AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE,
+};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -23,7 +28,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use jsonrpsee::ConnectionId;
 
 use super::{
-    Limits, ListenAddr, ServeError, ServerHandle, accept_loop, bind_tcp, new_server, stopped,
+    Limits, ListenAddr, REFUSE_TIME, ServeError, ServerHandle, accept_loop, bind_tcp, idle_expired,
+    new_server, stopped, too_many_connections,
 };
 use crate::dispatch::{Reply, error_response};
 use crate::error::RpcError;
@@ -51,8 +57,61 @@ impl std::fmt::Debug for HttpOptions {
     }
 }
 
-/// Idle keep-alive connections and slow header senders are dropped after this long.
+/// Without an idle timeout, slow header senders are dropped after this long.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Whether an HTTP connection has a request in progress, and when it last answered.
+struct Activity {
+    opened: tokio::time::Instant,
+    busy: AtomicUsize,
+    /// Milliseconds from `opened` to the last answer.
+    last_answer_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Self {
+            opened: tokio::time::Instant::now(),
+            busy: AtomicUsize::new(0),
+            last_answer_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn answered(&self) {
+        let ms = u64::try_from(self.opened.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_answer_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// Whether the connection has been idle for at least `d`.
+    fn idle_for(&self, d: Duration) -> bool {
+        self.idle_since()
+            .is_some_and(|s| s + d <= tokio::time::Instant::now())
+    }
+
+    /// Since when the connection is idle (`None` while a call is being handled).
+    fn idle_since(&self) -> Option<tokio::time::Instant> {
+        if self.busy.load(Ordering::Relaxed) > 0 {
+            return None;
+        }
+        Some(self.opened + Duration::from_millis(self.last_answer_ms.load(Ordering::Relaxed)))
+    }
+}
+
+/// Marks a call in progress until dropped.
+struct Busy<'a>(&'a Activity);
+
+impl<'a> Busy<'a> {
+    fn new(a: &'a Activity) -> Self {
+        a.busy.fetch_add(1, Ordering::Relaxed);
+        Busy(a)
+    }
+}
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, Ordering::Relaxed);
+    }
+}
 
 struct HttpCtx {
     table: MethodTable,
@@ -95,6 +154,11 @@ pub async fn serve_http(
         max_body: opts.limits.max_request_size,
     });
     let (mut handle, run) = new_server(ListenAddr::Tcp(local), opts.limits);
+    let (limit, idle, stats) = (
+        run.limits.max_connections,
+        run.limits.idle_timeout,
+        run.stats.clone(),
+    );
     tracing::info!(addr = %local, token = opts.token.is_some(), "JSON-RPC server listening on HTTP");
     let task = tokio::spawn(accept_loop(
         listener,
@@ -102,32 +166,79 @@ pub async fn serve_http(
         "JSON-RPC HTTP",
         move |stream, conn, stop| {
             let ctx = ctx.clone();
+            let stats = stats.clone();
             async move {
+                let activity = Arc::new(Activity::new());
+                let act = activity.clone();
                 let service = service_fn(move |req| {
-                    let ctx = ctx.clone();
-                    async move { Ok::<_, Infallible>(handle_request(&ctx, req, conn).await) }
+                    let (ctx, act) = (ctx.clone(), act.clone());
+                    async move {
+                        let r = handle_request(&ctx, req, conn, &act).await;
+                        act.answered();
+                        Ok::<_, Infallible>(r)
+                    }
+                });
+                // With an idle timeout, the watchdog below closes slow header senders too (no
+                // answer yet means idle); hyper's own timer stays out of its way.
+                let header_timeout = idle.map_or(HEADER_TIMEOUT, |d| {
+                    HEADER_TIMEOUT.max(d + Duration::from_secs(1))
                 });
                 let connection = http1::Builder::new()
                     .timer(TokioTimer::new())
-                    .header_read_timeout(HEADER_TIMEOUT)
+                    .header_read_timeout(header_timeout)
                     .serve_connection(TokioIo::new(stream), service);
                 tokio::pin!(connection);
-                tokio::select! {
-                    r = connection.as_mut() => {
-                        if let Err(e) = r {
-                            tracing::debug!(conn = conn.0, error = %e, "HTTP connection ended with an error");
+                loop {
+                    // While a call is in progress, look again after a timeout's worth.
+                    let since = activity
+                        .idle_since()
+                        .unwrap_or_else(tokio::time::Instant::now);
+                    tokio::select! {
+                        r = connection.as_mut() => {
+                            if let Err(e) = r {
+                                tracing::debug!(conn = conn.0, error = %e, "HTTP connection ended with an error");
+                            }
+                            break;
                         }
-                    }
-                    _ = stopped(stop) => {
-                        connection.as_mut().graceful_shutdown();
-                        let _ = connection.await;
+                        _ = stopped(stop.clone()) => {
+                            connection.as_mut().graceful_shutdown();
+                            let _ = connection.await;
+                            break;
+                        }
+                        _ = idle_expired(since, idle) => {
+                            if idle.is_some_and(|d| activity.idle_for(d)) {
+                                stats.idle_closed.fetch_add(1, Ordering::Relaxed);
+                                tracing::debug!(conn = conn.0, timeout = ?idle, "HTTP connection idle; closing");
+                                break;
+                            }
+                        }
                     }
                 }
             }
         },
+        move |stream| refuse_http(stream, limit),
     ));
     handle.set_task(task);
     Ok(handle)
+}
+
+/// Answer a client over the connection limit with `503` and close.
+async fn refuse_http(stream: tokio::net::TcpStream, limit: usize) {
+    let service = service_fn(move |_req: Request<Incoming>| async move {
+        let mut r = json(error_response(None, &too_many_connections(limit)));
+        *r.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+        r.headers_mut()
+            .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        Ok::<_, Infallible>(r)
+    });
+    let connection = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(REFUSE_TIME)
+        .keep_alive(false)
+        .serve_connection(TokioIo::new(stream), service);
+    if let Err(e) = connection.await {
+        tracing::debug!(error = %e, "refused HTTP connection ended with an error");
+    }
 }
 
 /// Compare without an early exit on the first differing byte.
@@ -174,6 +285,7 @@ async fn handle_request(
     ctx: &HttpCtx,
     req: Request<Incoming>,
     conn: ConnectionId,
+    activity: &Activity,
 ) -> Response<Full<Bytes>> {
     if !authorized(ctx, &req) {
         tracing::warn!(
@@ -222,7 +334,10 @@ async fn handle_request(
     let Some((start, end)) = value else {
         return json(error_response(None, &RpcError::parse_error()));
     };
-    match ctx.table.handle_value(&body[start..end], conn).await {
+    let busy = Busy::new(activity);
+    let reply = ctx.table.handle_value(&body[start..end], conn).await;
+    drop(busy);
+    match reply {
         Reply::Send(text) | Reply::Fatal(text) => json(text),
         Reply::Nothing => {
             let mut r = Response::new(Full::new(Bytes::new()));

@@ -7,8 +7,15 @@
 //! other, writing each answer followed by `\n` before reading on. A client that half-closes
 //! still gets every answer. A syntax error is answered with `-32700` and the connection is
 //! closed; so is a request larger than the cap (`-32600`), without buffering more than the cap.
-//! At most `max_connections` connections are served at once; further clients wait in the listen
-//! backlog until a slot frees, as with SPDK.
+//!
+//! At most `max_connections` connections are served at once. A client over the limit is not
+//! left waiting in the listen backlog (SPDK's behaviour, which hangs every later client once
+//! the slots are taken): it is accepted, told `-32000 Too many connections` (on HTTP: `503`
+//! with that error as the body) and closed. A connection with no request in progress for
+//! `idle_timeout` (counted from its opening or its last answer, so a request that trickles in
+//! slower than that counts as idle too, and so does a client that does not read its answer)
+//! is closed, which frees its slot; a long call in progress (`framework_wait_init`, a pause
+//! waiting for I/O) is never cut.
 
 use std::future::Future;
 use std::io;
@@ -43,6 +50,8 @@ pub const DEFAULT_MAX_REQUEST_SIZE: usize = 256 * 1024;
 pub const DEFAULT_MAX_CONNECTIONS: usize = 64;
 /// SPDK's listen backlog (512).
 pub const DEFAULT_BACKLOG: u32 = 512;
+/// How long a connection may sit without a request in progress before it is closed.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Default address of the TCP endpoint (rpc.py's default port).
 pub const DEFAULT_TCP_ADDR: &str = "127.0.0.1:5260";
 
@@ -53,6 +62,9 @@ const DRAIN_TIME: Duration = Duration::from_secs(2);
 const DRAIN_BYTES: usize = 16 * 1024 * 1024;
 /// Read size per `read` call.
 const READ_CHUNK: usize = 16 * 1024;
+/// How long a refused connection (over the limit) may take to receive its error, and may keep
+/// sending before we hang up.
+const REFUSE_TIME: Duration = Duration::from_secs(1);
 
 /// Limits shared by all servers.
 #[derive(Debug, Clone)]
@@ -63,6 +75,9 @@ pub struct Limits {
     pub max_request_size: usize,
     /// On shutdown, how long in-flight requests may take before their connections are dropped.
     pub shutdown_grace: Duration,
+    /// A connection without a request in progress for this long is closed (`None`: never).
+    /// The clock starts when the connection opens and again after each answer.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl Default for Limits {
@@ -71,8 +86,17 @@ impl Default for Limits {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_request_size: DEFAULT_MAX_REQUEST_SIZE,
             shutdown_grace: Duration::from_secs(5),
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
         }
     }
+}
+
+/// The error a client over the connection limit receives before its connection is closed.
+pub(crate) fn too_many_connections(limit: usize) -> RpcError {
+    RpcError::new(
+        codes::SERVER_BUSY,
+        format!("Too many connections: the server serves at most {limit} at once; try again later"),
+    )
 }
 
 /// Options of the TCP endpoint (SPDK framing, rpc.py's `-s <ip> -p <port>` mode).
@@ -153,6 +177,8 @@ pub(crate) struct Stats {
     peak_buffer: AtomicUsize,
     oversized: AtomicU64,
     parse_errors: AtomicU64,
+    refused: AtomicU64,
+    idle_closed: AtomicU64,
 }
 
 impl Stats {
@@ -174,6 +200,10 @@ pub struct ServerStats {
     pub oversized_requests: u64,
     /// Connections closed after a JSON syntax error.
     pub parse_errors: u64,
+    /// Connections refused because `max_connections` were being served.
+    pub refused_connections: u64,
+    /// Connections closed because they were idle for the idle timeout.
+    pub idle_closed: u64,
 }
 
 /// A running server. Dropping it stops the server in the background; [`ServerHandle::shutdown`]
@@ -201,6 +231,8 @@ impl ServerHandle {
             peak_request_buffer: self.stats.peak_buffer.load(Ordering::Relaxed),
             oversized_requests: self.stats.oversized.load(Ordering::Relaxed),
             parse_errors: self.stats.parse_errors.load(Ordering::Relaxed),
+            refused_connections: self.stats.refused.load(Ordering::Relaxed),
+            idle_closed: self.stats.idle_closed.load(Ordering::Relaxed),
         }
     }
 
@@ -285,30 +317,40 @@ pub(crate) async fn stopped(mut rx: watch::Receiver<bool>) {
 
 static NEXT_CONN_ID: AtomicUsize = AtomicUsize::new(1);
 
-/// Accept connections until told to stop, serving each with `serve` while respecting the
-/// connection limit; then let open connections finish within the grace period.
-pub(crate) async fn accept_loop<L, F, Fut>(listener: L, run: Running, what: &'static str, serve: F)
-where
+/// How often at most a burst of refused connections is logged.
+const REFUSAL_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Accept connections until told to stop. Each is served with `serve` while fewer than
+/// `max_connections` are being served; one over the limit is handed to `refuse` (which tells
+/// the client and closes) instead of being left in the backlog. Then let open connections
+/// finish within the grace period.
+pub(crate) async fn accept_loop<L, F, Fut, R, RFut>(
+    listener: L,
+    run: Running,
+    what: &'static str,
+    serve: F,
+    refuse: R,
+) where
     L: Accept,
     F: Fn(L::Conn, ConnectionId, watch::Receiver<bool>) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
+    R: Fn(L::Conn) -> RFut,
+    RFut: Future<Output = ()> + Send + 'static,
 {
-    let slots = Arc::new(Semaphore::new(run.limits.max_connections.max(1)));
+    let max = run.limits.max_connections.max(1);
+    let slots = Arc::new(Semaphore::new(max));
+    // Refusals in progress are bounded too: past that, a refused connection is just closed.
+    let refusal_slots = Arc::new(Semaphore::new(max));
     let mut conns = JoinSet::new();
+    let mut refusing = JoinSet::new();
+    let mut last_refusal_log: Option<tokio::time::Instant> = None;
     loop {
-        // Take a slot before accepting: without one, clients wait in the backlog.
-        let permit = tokio::select! {
-            p = slots.clone().acquire_owned() => match p {
-                Ok(p) => p,
-                Err(_) => break,
-            },
-            _ = stopped(run.stop_rx.clone()) => break,
-        };
         let accepted = tokio::select! {
             r = listener.accept() => r,
             _ = stopped(run.stop_rx.clone()) => break,
         };
         while conns.try_join_next().is_some() {}
+        while refusing.try_join_next().is_some() {}
         let (conn, peer) = match accepted {
             Ok(c) => c,
             Err(e) => {
@@ -317,6 +359,26 @@ where
                 tokio::time::sleep(Duration::from_millis(50)).await;
                 continue;
             }
+        };
+        let Ok(permit) = slots.clone().try_acquire_owned() else {
+            let refused = run.stats.refused.fetch_add(1, Ordering::Relaxed) + 1;
+            if last_refusal_log.is_none_or(|t| t.elapsed() >= REFUSAL_LOG_INTERVAL) {
+                last_refusal_log = Some(tokio::time::Instant::now());
+                tracing::warn!(
+                    %peer,
+                    limit = max,
+                    refused_so_far = refused,
+                    "{what}: connection limit reached; refusing new connections until one closes"
+                );
+            }
+            if let Ok(p) = refusal_slots.clone().try_acquire_owned() {
+                let fut = refuse(conn);
+                refusing.spawn(async move {
+                    let _ = tokio::time::timeout(2 * REFUSE_TIME, fut).await;
+                    drop(p);
+                });
+            }
+            continue;
         };
         let id = ConnectionId(NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed));
         tracing::debug!(conn = id.0, %peer, "{what}: connection accepted");
@@ -332,6 +394,7 @@ where
         });
     }
     drop(listener);
+    refusing.shutdown().await;
     let grace = run.limits.shutdown_grace;
     let all_done = async { while conns.join_next().await.is_some() {} };
     if tokio::time::timeout(grace, all_done).await.is_err() {
@@ -343,20 +406,69 @@ where
     }
 }
 
+/// Resolves when a connection idle since `since` has been idle for `idle` (never for `None`).
+pub(crate) async fn idle_expired(since: tokio::time::Instant, idle: Option<Duration>) {
+    match idle {
+        Some(d) => tokio::time::sleep_until(since + d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// What [`serve_stream`] needs besides the stream.
+#[derive(Clone)]
+pub(crate) struct StreamCtx {
+    pub(crate) table: MethodTable,
+    pub(crate) stats: Arc<Stats>,
+    pub(crate) max_request: usize,
+    pub(crate) idle_timeout: Option<Duration>,
+}
+
+impl StreamCtx {
+    pub(crate) fn new(table: MethodTable, run: &Running) -> Self {
+        Self {
+            table,
+            stats: run.stats.clone(),
+            max_request: run.limits.max_request_size,
+            idle_timeout: run.limits.idle_timeout,
+        }
+    }
+}
+
+/// Tell a client over the connection limit so with SPDK framing, and close: the error is sent
+/// at once (the client may not send anything), then what the client sends is drained for a
+/// moment so that it reads the error rather than a reset.
+pub(crate) async fn refuse_stream<S>(mut stream: S, limit: usize, stop_rx: watch::Receiver<bool>)
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let text = error_response(None, &too_many_connections(limit));
+    close_with(&mut stream, text, &stop_rx, REFUSE_TIME).await;
+}
+
 /// Serve one connection with SPDK framing.
 pub(crate) async fn serve_stream<S>(
     mut stream: S,
-    table: MethodTable,
+    ctx: StreamCtx,
     conn: ConnectionId,
     stop_rx: watch::Receiver<bool>,
-    stats: Arc<Stats>,
-    max_request: usize,
 ) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
+    let StreamCtx {
+        table,
+        stats,
+        max_request,
+        idle_timeout,
+    } = ctx;
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; READ_CHUNK.min(max_request.max(1))];
     let mut scanner = Scanner::new();
+    // Idle since the connection opened; the clock restarts after each answer.
+    let mut idle_since = tokio::time::Instant::now();
+    let closed_idle = |why: &str| {
+        stats.idle_closed.fetch_add(1, Ordering::Relaxed);
+        tracing::debug!(conn = conn.0, timeout = ?idle_timeout, "{why}; closing");
+    };
     loop {
         // Answer every complete value in the buffer, in order.
         loop {
@@ -364,11 +476,24 @@ pub(crate) async fn serve_stream<S>(
                 Scan::Complete { start, end } => {
                     let reply = table.handle_value(&buf[start..end], conn).await;
                     let result = match reply {
-                        Reply::Send(text) => send_line(&mut stream, text).await,
+                        Reply::Send(text) => {
+                            // A client that does not read its answers is idle too.
+                            let send = send_line(&mut stream, text);
+                            match idle_timeout {
+                                Some(d) => match tokio::time::timeout(d, send).await {
+                                    Ok(r) => r,
+                                    Err(_) => {
+                                        closed_idle("client does not read its answer");
+                                        return;
+                                    }
+                                },
+                                None => send.await,
+                            }
+                        }
                         Reply::Nothing => Ok(()),
                         Reply::Fatal(text) => {
                             stats.parse_errors.fetch_add(1, Ordering::Relaxed);
-                            close_with(&mut stream, text, &stop_rx).await;
+                            close_with(&mut stream, text, &stop_rx, DRAIN_TIME).await;
                             return;
                         }
                     };
@@ -376,6 +501,7 @@ pub(crate) async fn serve_stream<S>(
                         tracing::debug!(conn = conn.0, error = %e, "write failed; closing");
                         return;
                     }
+                    idle_since = tokio::time::Instant::now();
                     let stopping = *stop_rx.borrow();
                     if stopping {
                         let _ = stream.shutdown().await;
@@ -393,6 +519,7 @@ pub(crate) async fn serve_stream<S>(
                         &mut stream,
                         error_response(None, &RpcError::parse_error()),
                         &stop_rx,
+                        DRAIN_TIME,
                     )
                     .await;
                     return;
@@ -417,7 +544,7 @@ pub(crate) async fn serve_stream<S>(
                 codes::INVALID_REQUEST,
                 format!("Request too large (limit {max_request} bytes)"),
             );
-            close_with(&mut stream, error_response(None, &e), &stop_rx).await;
+            close_with(&mut stream, error_response(None, &e), &stop_rx, DRAIN_TIME).await;
             return;
         }
         let want = room.min(chunk.len());
@@ -430,6 +557,15 @@ pub(crate) async fn serve_stream<S>(
                 }
             },
             _ = stopped(stop_rx.clone()) => None,
+            _ = idle_expired(idle_since, idle_timeout) => {
+                closed_idle(if buf.is_empty() {
+                    "RPC connection idle"
+                } else {
+                    "RPC request incomplete for the idle timeout"
+                });
+                let _ = stream.shutdown().await;
+                return;
+            }
         };
         let Some(n) = n else {
             let _ = stream.shutdown().await;
@@ -464,6 +600,7 @@ async fn close_with<S: AsyncRead + AsyncWrite + Unpin>(
     stream: &mut S,
     text: String,
     stop_rx: &watch::Receiver<bool>,
+    drain_time: Duration,
 ) {
     if send_line(stream, text).await.is_err() {
         return;
@@ -480,7 +617,7 @@ async fn close_with<S: AsyncRead + AsyncWrite + Unpin>(
         }
     };
     tokio::select! {
-        _ = tokio::time::timeout(DRAIN_TIME, drain) => {}
+        _ = tokio::time::timeout(drain_time, drain) => {}
         _ = stopped(stop_rx.clone()) => {}
     }
 }
@@ -531,23 +668,15 @@ pub async fn serve_tcp(
         .local_addr()
         .map_err(|e| ServeError::io("querying address of", addr, e))?;
     let (mut handle, run) = new_server(ListenAddr::Tcp(local), opts.limits);
-    let max_request = run.limits.max_request_size;
-    let stats = run.stats.clone();
+    let ctx = StreamCtx::new(table, &run);
+    let (limit, stop) = (run.limits.max_connections, run.stop_rx.clone());
     tracing::info!(addr = %local, "JSON-RPC server listening on TCP");
     let task = tokio::spawn(accept_loop(
         listener,
         run,
         "JSON-RPC TCP",
-        move |stream, conn, stop| {
-            serve_stream(
-                stream,
-                table.clone(),
-                conn,
-                stop,
-                stats.clone(),
-                max_request,
-            )
-        },
+        move |stream, conn, stop| serve_stream(stream, ctx.clone(), conn, stop),
+        move |stream| refuse_stream(stream, limit, stop.clone()),
     ));
     handle.set_task(task);
     Ok(handle)

@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use tokio::net::UnixSocket;
 
 use super::{
-    DEFAULT_BACKLOG, Limits, ListenAddr, ServeError, ServerHandle, accept_loop, new_server,
-    serve_stream,
+    DEFAULT_BACKLOG, Limits, ListenAddr, ServeError, ServerHandle, StreamCtx, accept_loop,
+    new_server, refuse_stream, serve_stream,
 };
 use crate::table::MethodTable;
 
@@ -161,20 +161,17 @@ pub async fn serve_unix_locked(
         .map_err(|e| ServeError::io("listening on", path.display(), e))?;
 
     let (mut handle, run) = new_server(ListenAddr::Unix(path.clone()), opts.limits);
-    let max_request = run.limits.max_request_size;
-    let stats = run.stats.clone();
+    let ctx = StreamCtx::new(table, &run);
+    let (limit, stop) = (run.limits.max_connections, run.stop_rx.clone());
     tracing::info!(path = %path.display(), mode = format_args!("{:o}", opts.mode), "JSON-RPC server listening on Unix socket");
     let task = tokio::spawn(async move {
-        accept_loop(listener, run, "JSON-RPC Unix", move |stream, conn, stop| {
-            serve_stream(
-                stream,
-                table.clone(),
-                conn,
-                stop,
-                stats.clone(),
-                max_request,
-            )
-        })
+        accept_loop(
+            listener,
+            run,
+            "JSON-RPC Unix",
+            move |stream, conn, stop| serve_stream(stream, ctx.clone(), conn, stop),
+            move |stream| refuse_stream(stream, limit, stop.clone()),
+        )
         .await;
         drop(files);
         tracing::info!("JSON-RPC Unix socket server stopped");

@@ -31,7 +31,9 @@ pub use subsystem::{
 
 use crate::bdev::{BdevRegistry, Claim};
 use crate::reactor::{PollStatus, Reactors};
-use crate::registry::{self, PollGroupLoad, Transport, TransportContext, TransportParams};
+use crate::registry::{
+    self, PollGroupLoad, Transport, TransportContext, TransportError, TransportParams,
+};
 use state::Change;
 
 /// Subsystems the target holds unless `nvmf_set_max_subsystems` says otherwise.
@@ -323,10 +325,11 @@ impl Target {
             Ok(t) => t,
             Err(e) => {
                 self.inner.lock().transports[index] = None;
-                return Err(CoreError::Transport(format!(
-                    "Transport type '{}' create failed: {e}",
-                    ops.name
-                )));
+                let text = format!("Transport type '{}' create failed: {e}", ops.name);
+                return Err(match e {
+                    TransportError::Unsupported(_) => CoreError::Invalid(text),
+                    _ => CoreError::Transport(text),
+                });
             }
         };
         let (tx, rx) = tokio::sync::oneshot::channel();
