@@ -1,0 +1,13 @@
+//! NVMe in-band authentication: DH-HMAC-CHAP (base spec 2.0 §8.13, TP 8006), sans-I/O.
+//!
+//! - [`secret`]: DHHC-1 secrets (`DHHC-1:0X:<base64>:`) and the transformed key.
+//! - [`hash`]: SHA-256/384/512, HMAC, constant-time comparison.
+//! - [`random`]: where challenges and exponents come from.
+
+pub mod hash;
+pub mod random;
+pub mod secret;
+
+pub use hash::{Digest, DigestSet};
+pub use random::{OsRandom, Random, SeededRandom};
+pub use secret::{DhchapSecret, SecretError};
