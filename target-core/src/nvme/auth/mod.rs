@@ -2,12 +2,16 @@
 //!
 //! - [`secret`]: DHHC-1 secrets (`DHHC-1:0X:<base64>:`) and the transformed key.
 //! - [`hash`]: SHA-256/384/512, HMAC, constant-time comparison.
+//! - [`dh`]: the DH groups (null, ffdhe2048…8192) and ephemeral keys.
 //! - [`random`]: where challenges and exponents come from.
 
+pub mod dh;
+mod ffdhe;
 pub mod hash;
 pub mod random;
 pub mod secret;
 
+pub use dh::{DhGroup, DhGroupSet};
 pub use hash::{Digest, DigestSet};
 pub use random::{OsRandom, Random, SeededRandom};
 pub use secret::{DhchapSecret, SecretError};
