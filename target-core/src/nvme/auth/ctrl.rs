@@ -427,6 +427,15 @@ impl CtrlAuth {
         AuthOutcome::data(data, AuthEvent::Failed(reason))
     }
 
+    /// The DH exponent of the transaction waiting for its Reply (test vectors only).
+    #[cfg(test)]
+    pub(crate) fn dh_exponent(&self) -> Option<Vec<u8>> {
+        match &self.state {
+            State::Reply(t) => t.dhkey.as_ref().map(DhKey::exponent_be),
+            _ => None,
+        }
+    }
+
     // ------------------------------------------------------------------------------ steps
 
     fn negotiate(&mut self, n: &Negotiate, now: Instant) -> AuthOutcome {

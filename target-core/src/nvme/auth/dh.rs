@@ -282,6 +282,12 @@ impl DhKey {
         })
     }
 
+    /// The private exponent, big-endian (test vectors only).
+    #[cfg(test)]
+    pub(crate) fn exponent_be(&self) -> Vec<u8> {
+        self.exponent.to_be_bytes().into_vec()
+    }
+
     /// The group.
     pub fn group(&self) -> DhGroup {
         self.group

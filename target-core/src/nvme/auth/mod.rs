@@ -34,6 +34,8 @@ pub mod secret;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod vectors;
 
 use super::spec::Status;
 
