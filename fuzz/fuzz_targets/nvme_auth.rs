@@ -57,7 +57,7 @@ fn policy(sel: u8) -> AuthPolicy {
     };
     AuthPolicy {
         digests: if digests.is_empty() {
-            DigestSet::ALL
+            DigestSet::all()
         } else {
             DigestSet::of(&digests)
         },

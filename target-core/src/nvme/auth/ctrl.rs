@@ -66,8 +66,8 @@ pub struct AuthPolicy {
 impl Default for AuthPolicy {
     fn default() -> Self {
         AuthPolicy {
-            digests: DigestSet::ALL,
-            dhgroups: DhGroupSet::ALL,
+            digests: DigestSet::all(),
+            dhgroups: DhGroupSet::all(),
         }
     }
 }

@@ -21,6 +21,7 @@ use crypto_bigint::{BoxedUint, Odd};
 use zeroize::{Zeroize, Zeroizing};
 
 use super::ffdhe;
+use super::idset::{AuthId, IdSet};
 use super::random::{Random, RandomUnavailable};
 
 /// A Diffie-Hellman group DH-HMAC-CHAP can negotiate (base spec Figure "DH Group Identifiers").
@@ -136,36 +137,17 @@ impl fmt::Display for DhGroup {
 }
 
 /// A set of DH groups (what `nvmf_set_config` `dhchap_dhgroups` allows).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct DhGroupSet(u8);
+pub type DhGroupSet = IdSet<DhGroup>;
 
-impl DhGroupSet {
-    /// Every group (SPDK's default).
-    pub const ALL: DhGroupSet = DhGroupSet(0b11_1111);
-    /// No group.
-    pub const EMPTY: DhGroupSet = DhGroupSet(0);
+impl AuthId for DhGroup {
+    const ALL: &'static [DhGroup] = &DhGroup::ALL;
 
-    /// The set of `groups`.
-    pub fn of(groups: &[DhGroup]) -> DhGroupSet {
-        DhGroupSet(groups.iter().fold(0, |m, g| m | 1 << g.id()))
+    fn id(self) -> u8 {
+        self as u8
     }
 
-    /// Whether `g` is in the set.
-    pub fn contains(self, g: DhGroup) -> bool {
-        self.0 & 1 << g.id() != 0
-    }
-
-    /// The members, weakest first.
-    pub fn iter(self) -> impl DoubleEndedIterator<Item = DhGroup> {
-        DhGroup::ALL.into_iter().filter(move |g| self.contains(*g))
-    }
-}
-
-impl fmt::Debug for DhGroupSet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set()
-            .entries(self.iter().map(DhGroup::name))
-            .finish()
+    fn name(self) -> &'static str {
+        DhGroup::name(self)
     }
 }
 
@@ -365,7 +347,7 @@ mod tests {
         assert_eq!(DhGroup::Ffdhe4096.value_len(), 512);
         let s = DhGroupSet::of(&[DhGroup::Ffdhe8192, DhGroup::Null]);
         assert_eq!(format!("{s:?}"), r#"{"null", "ffdhe8192"}"#);
-        assert_eq!(DhGroupSet::ALL.iter().count(), 6);
+        assert_eq!(DhGroupSet::all().iter().count(), 6);
     }
 
     #[test]

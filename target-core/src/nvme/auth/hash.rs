@@ -8,6 +8,8 @@ use sha2::{Digest as _, Sha256, Sha384, Sha512};
 use subtle::ConstantTimeEq;
 use zeroize::Zeroize;
 
+use super::idset::{AuthId, IdSet};
+
 /// The longest hash output (SHA-512), and so the longest challenge, response and secret.
 pub const MAX_HASH_LEN: usize = 64;
 
@@ -99,36 +101,17 @@ impl fmt::Display for Digest {
 }
 
 /// A set of hash functions (what `nvmf_set_config` `dhchap_digests` allows).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct DigestSet(u8);
+pub type DigestSet = IdSet<Digest>;
 
-impl DigestSet {
-    /// Every hash function (SPDK's default).
-    pub const ALL: DigestSet = DigestSet(0b1110);
-    /// No hash function.
-    pub const EMPTY: DigestSet = DigestSet(0);
+impl AuthId for Digest {
+    const ALL: &'static [Digest] = &Digest::ALL;
 
-    /// The set of `digests`.
-    pub fn of(digests: &[Digest]) -> DigestSet {
-        DigestSet(digests.iter().fold(0, |m, d| m | 1 << d.id()))
+    fn id(self) -> u8 {
+        self as u8
     }
 
-    /// Whether `d` is in the set.
-    pub fn contains(self, d: Digest) -> bool {
-        self.0 & 1 << d.id() != 0
-    }
-
-    /// The members, weakest first.
-    pub fn iter(self) -> impl DoubleEndedIterator<Item = Digest> {
-        Digest::ALL.into_iter().filter(move |d| self.contains(*d))
-    }
-}
-
-impl fmt::Debug for DigestSet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set()
-            .entries(self.iter().map(Digest::name))
-            .finish()
+    fn name(self) -> &'static str {
+        Digest::name(self)
     }
 }
 
@@ -256,7 +239,7 @@ mod tests {
             s.iter().collect::<Vec<_>>(),
             [Digest::Sha256, Digest::Sha512]
         );
-        assert_eq!(DigestSet::ALL.iter().count(), 3);
+        assert_eq!(DigestSet::all().iter().count(), 3);
         assert_eq!(DigestSet::EMPTY.iter().count(), 0);
         assert_eq!(format!("{s:?}"), r#"{"sha256", "sha512"}"#);
     }

@@ -8,6 +8,7 @@
 //! - [`command`]: Authentication Send/Receive command fields.
 //! - [`ctrl`]: the controller-side state machine of one queue ([`CtrlAuth`]).
 //! - [`host`]: the host side ([`HostAuth`]), for the test host and the tests.
+//! - [`idset`]: sets of hashes and groups (the configured offer).
 //! - [`random`]: where challenges and exponents come from.
 //!
 //! Nothing here is wired into the controller yet. To wire it, the exec layer:
@@ -28,6 +29,7 @@ pub mod dh;
 mod ffdhe;
 pub mod hash;
 pub mod host;
+pub mod idset;
 pub mod messages;
 pub mod random;
 pub mod secret;
@@ -44,6 +46,7 @@ pub use ctrl::{AuthEvent, AuthOutcome, AuthPolicy, CtrlAuth, CtrlAuthParams, Hos
 pub use dh::{DhGroup, DhGroupSet};
 pub use hash::{Digest, DigestSet};
 pub use host::{HostAction, HostAuth, HostAuthParams};
+pub use idset::{AuthId, IdSet};
 pub use messages::{FailureReason, Message};
 pub use random::{OsRandom, Random, SeededRandom};
 pub use secret::{DhchapSecret, SecretError};
