@@ -43,6 +43,129 @@ impl Out {
     }
 }
 
+// ------------------------------------------------------------------------ DH-HMAC-CHAP
+
+/// `nvme_auth` records (see the target): an honest host's whole exchange and variations, and
+/// every message kind and command sent raw.
+fn auth_seeds(o: &Out) {
+    use target_core::nvme::auth::messages::{
+        Challenge, Failure, Negotiate, ProtocolDescriptor, Reply, Success1, Success2,
+    };
+    use target_core::nvme::auth::{AuthCmd, AuthDirection, FailureReason, Message};
+    // Ops: 0 raw send, 1 receive, 2 host step, 3 host start, 4 time, 5 host raw, 6 SQE, 7 keys.
+    let start = |tid: u16| [vec![3], tid.to_le_bytes().to_vec(), vec![0, 0, 0]].concat();
+    let recv = [1u8, 0x00, 0x10]; // AL 4096
+    let step = [2u8, 0, 0, 0];
+    let honest = |tid: u16, bidirectional: bool| {
+        let mut v = start(tid);
+        v.extend(recv);
+        v.extend(step);
+        v.extend(recv);
+        if bidirectional {
+            v.extend(step);
+        }
+        v
+    };
+    // [seed][policy][flags]: flags bit 0 controller key, bit 1 host asks, bit 2 wrong key.
+    for (name, cfg, body) in [
+        ("honest-null-sha256", [1u8, 0x01, 0x10], honest(1, false)),
+        (
+            "honest-ffdhe2048-sha512-bidi",
+            [2, 0x14, 0x13],
+            honest(7, true),
+        ),
+        ("honest-any", [3, 0x0F, 0x10], honest(0x1234, false)),
+        ("wrong-key", [4, 0x01, 0x14], honest(1, false)),
+        ("bidi-without-ctrl-key", [5, 0x01, 0x12], honest(1, true)),
+        (
+            "reauth",
+            [6, 0x0A, 0x13],
+            [honest(1, true), honest(2, true)].concat(),
+        ),
+        (
+            "timeout",
+            [7, 0x01, 0x00],
+            [start(3), recv.to_vec(), vec![4, 200]].concat(),
+        ),
+        (
+            "tampered-reply",
+            [8, 0x01, 0x10],
+            [start(3), recv.to_vec(), vec![2, 0x01, 20, 0], recv.to_vec()].concat(),
+        ),
+    ] {
+        let mut v = cfg.to_vec();
+        v.extend(body);
+        o.put("nvme_auth", name, &v);
+    }
+    let mut linux = ProtocolDescriptor {
+        auth_id: 1,
+        ..Default::default()
+    };
+    linux.hash_ids.extend([1, 2, 3]);
+    linux.dh_ids.extend([0, 1, 2, 3, 4, 5]);
+    let failure = Failure {
+        tid: 1,
+        reason_code: 1,
+        reason: FailureReason::Failed,
+    };
+    let raw = [
+        Message::Negotiate(Negotiate {
+            tid: 1,
+            sc_c: 0,
+            protocols: vec![linux],
+        }),
+        Message::Challenge(Challenge {
+            tid: 1,
+            hash_id: 1,
+            dh_id: 0,
+            seqnum: 1,
+            challenge: vec![0xC1; 32],
+            dh_value: vec![],
+        }),
+        Message::Reply(Reply {
+            tid: 1,
+            response: vec![0xA1; 32],
+            challenge: Some(vec![0xC2; 32]),
+            seqnum: 2,
+            dh_value: vec![2; 256],
+        }),
+        Message::Success1(Success1 {
+            tid: 1,
+            hl: 32,
+            response: Some(vec![0xA2; 32]),
+        }),
+        Message::Success2(Success2 { tid: 1 }),
+        Message::Failure1(failure),
+        Message::Failure2(failure),
+    ];
+    // Each message raw, after a raw AUTH_Negotiate and its Challenge, then to the host side.
+    let raw_send = |v: &mut Vec<u8>, b: &[u8]| {
+        v.push(0);
+        v.extend((b.len() as u16).to_le_bytes());
+        v.extend(b);
+    };
+    for (i, m) in raw.iter().enumerate() {
+        let mut v = vec![9u8, 0x0F, 0x11];
+        raw_send(&mut v, &raw[0].encode());
+        v.extend(recv);
+        let b = m.encode();
+        raw_send(&mut v, &b);
+        v.extend(recv);
+        v.push(5);
+        v.extend((b.len() as u16).to_le_bytes());
+        v.extend(&b);
+        o.put("nvme_auth", &format!("raw-{i}-{}", m.name()), &v);
+    }
+    let mut v = vec![10u8, 0x01, 0x10];
+    for (dir, len) in [(AuthDirection::Send, 72u32), (AuthDirection::Receive, 4096)] {
+        v.push(6);
+        v.extend(AuthCmd::sqe(dir, 1, len).as_bytes());
+    }
+    v.extend([7, 0x93]);
+    v.extend(honest(5, false));
+    o.put("nvme_auth", "commands-and-rotation", &v);
+}
+
 // ----------------------------------------------------------------------------------- NVMe
 
 /// Linux's keyed SGL: subtype 0xF (invalidate), page-aligned address.
@@ -716,6 +839,7 @@ fn main() {
     let o = Out { root: root.clone() };
     let w = wire_captures(&root.join("captures/wire"));
     nvme_seeds(&o, &w);
+    auth_seeds(&o);
     srp_seeds(&o, &w.ius, &w.logins);
     rpc_seeds(&o, &read_dir(&root.join("captures/rpc")));
     reservation_seeds(&o);

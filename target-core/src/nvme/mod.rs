@@ -27,6 +27,7 @@
 //! controller's Reservation Notification log page (not wired into [`Controller`] yet).
 
 pub mod aer;
+pub mod auth;
 pub mod cntlid;
 pub mod cqe;
 pub mod ctrlr;
