@@ -18,8 +18,8 @@
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use rtgt_fuzz::Bytes;
-use target_core::nvme::resv::{self as nresv, ResvCommand};
 use target_core::nvme::Sqe;
+use target_core::nvme::resv::{self as nresv, ResvCommand};
 use target_core::reservation::{
     AccessView, Effects, HostId, Initiator, InitiatorPort, Nexus, NoticeKind, Reservation, ptpl,
 };
@@ -71,12 +71,18 @@ fn check(before: &Reservation, after: &Reservation, by: Initiator, r: Result<&Ef
         Ok(fx) => {
             let g = after.generation().wrapping_sub(before.generation());
             assert!(g <= 1, "generation moved by {g}");
-            assert!(fx.notices.iter().all(|n| n.to != by), "notice to the requester");
+            assert!(
+                fx.notices.iter().all(|n| n.to != by),
+                "notice to the requester"
+            );
             for a in &fx.aborted {
                 assert_ne!(*a, by);
                 assert!(after.key_of(*a).is_none(), "aborted but still registered");
-                assert!(fx.notices.iter().any(|n| n.to == *a
-                    && n.kind == NoticeKind::RegistrationPreempted));
+                assert!(
+                    fx.notices
+                        .iter()
+                        .any(|n| n.to == *a && n.kind == NoticeKind::RegistrationPreempted)
+                );
             }
             if fx.changed {
                 assert!(after.epoch() > before.epoch());
@@ -200,12 +206,20 @@ fuzz_target!(|data: &[u8]| {
             }
             (2, Initiator::Scsi(nexus)) => {
                 r.nexus_lost(nexus);
-                assert_eq!(r.registrants(), before.registrants(), "registrations survive");
+                assert_eq!(
+                    r.registrants(),
+                    before.registrants(),
+                    "registrations survive"
+                );
                 None
             }
             (3, _) => {
                 r.lu_reset();
-                assert_eq!(r.registrants(), before.registrants(), "registrations survive");
+                assert_eq!(
+                    r.registrants(),
+                    before.registrants(),
+                    "registrations survive"
+                );
                 None
             }
             (4, _) => Some(r.set_ptpl(b.u8() & 1 != 0).map_err(|_| ())),
