@@ -51,5 +51,9 @@ impl From<BdevError> for RbdError {
 
 /// The text of an errno (`strerror`), e.g. "Connection timed out".
 pub fn strerror(errno: i32) -> String {
-    std::io::Error::from_raw_os_error(errno.abs()).to_string()
+    let s = std::io::Error::from_raw_os_error(errno.abs()).to_string();
+    match s.find(" (os error") {
+        Some(i) => s[..i].to_string(),
+        None => s,
+    }
 }

@@ -330,15 +330,19 @@ impl Image {
         // caller's contract); `c` is a fresh completion owned by this operation.
         let rc = unsafe {
             match op {
-                AioOp::Read { off, iov, iovcnt } if iovcnt == 1 => {
-                    ffi::rbd_aio_read(self.raw, off, (*iov).iov_len, (*iov).iov_base.cast(), c)
-                }
+                AioOp::Read {
+                    off,
+                    iov,
+                    iovcnt: 1,
+                } => ffi::rbd_aio_read(self.raw, off, (*iov).iov_len, (*iov).iov_base.cast(), c),
                 AioOp::Read { off, iov, iovcnt } => {
                     ffi::rbd_aio_readv(self.raw, iov, iovcnt, off, c)
                 }
-                AioOp::Write { off, iov, iovcnt } if iovcnt == 1 => {
-                    ffi::rbd_aio_write(self.raw, off, (*iov).iov_len, (*iov).iov_base.cast(), c)
-                }
+                AioOp::Write {
+                    off,
+                    iov,
+                    iovcnt: 1,
+                } => ffi::rbd_aio_write(self.raw, off, (*iov).iov_len, (*iov).iov_base.cast(), c),
                 AioOp::Write { off, iov, iovcnt } => {
                     ffi::rbd_aio_writev(self.raw, iov, iovcnt, off, c)
                 }

@@ -222,19 +222,25 @@ impl Cluster {
             }
             ConfigFile::Skip => {}
         }
-        // rtgt's time limits, unless the file set the options.
+        // rtgt's defaults where the file left Ceph's: time limits; no librbd cache (a
+        // gateway's hosts cache themselves, and two gateways of one image must not serve reads
+        // from caches of their own); no librbd write scheduler (it holds a write to an object
+        // until the previous one to that object ends, so with an OSD gone writes failed only
+        // after two or more OSD timeouts).
         let t = spec.timeouts;
         for (opt, builtin, ours) in [
-            ("client_mount_timeout", 300.0, t.connect),
-            ("rados_osd_op_timeout", 0.0, t.osd_op),
-            ("rados_mon_op_timeout", 0.0, t.osd_op),
+            (
+                "client_mount_timeout",
+                "300",
+                t.connect.as_secs().to_string(),
+            ),
+            ("rados_osd_op_timeout", "0", t.osd_op.as_secs().to_string()),
+            ("rados_mon_op_timeout", "0", t.osd_op.as_secs().to_string()),
+            ("rbd_cache", "true", "false".to_string()),
+            ("rbd_io_scheduler", "simple", "none".to_string()),
         ] {
-            let cur = c
-                .conf_get(opt)
-                .ok()
-                .and_then(|v| v.trim().parse::<f64>().ok());
-            if cur == Some(builtin) {
-                c.conf_set(opt, &ours.as_secs().to_string())?;
+            if c.conf_get(opt).is_ok_and(|v| v.trim() == builtin) {
+                c.conf_set(opt, &ours)?;
             }
         }
         // Unmapped blocks must read back as zeroes (NVMe deallocate, SCSI LBPRZ): librbd's
@@ -266,10 +272,16 @@ impl Cluster {
         // SAFETY: `c.raw` is a configured, not yet connected handle.
         let rc = unsafe { ffi::rados_connect(c.raw) };
         if rc < 0 {
+            let hint = match -rc {
+                libc::ENOENT => format!(" (no key for {}? give key_file)", c.user),
+                libc::EACCES | libc::EPERM => format!(" (wrong key for {}?)", c.user),
+                _ => String::new(),
+            };
             return Err(RbdError::errno(
                 -rc,
                 format!(
-                    "{what}: cannot connect to the Ceph monitors at {} as {}: {} (after {:.1} s)",
+                    "{what}: cannot connect to the Ceph monitors at {} as {}: {}{hint} \
+                     (after {:.1} s)",
                     c.mon_host,
                     c.user,
                     strerror(-rc),

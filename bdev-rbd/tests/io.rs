@@ -73,7 +73,7 @@ fn read_write_through_buffer_splits_and_object_boundaries() {
         io.tag = i;
         ch.submit(Box::new(io)).unwrap();
     }
-    let mut seen = vec![false; 64];
+    let mut seen = [false; 64];
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut n = 0;
     while n < 64 {
