@@ -75,8 +75,9 @@ impl SizeState {
 }
 
 /// The one thread that refreshes sizes after update notifications (librbd's callback must
-/// not call librbd itself).
-fn watcher() -> &'static Sender<Weak<SizeState>> {
+/// not call librbd itself). Started by [`crate::RbdModule::new`], on the caller's thread's CPUs
+/// (not on a thread pinned for a cluster's `core_mask`).
+pub(crate) fn watcher() -> &'static Sender<Weak<SizeState>> {
     static TX: OnceLock<Sender<Weak<SizeState>>> = OnceLock::new();
     TX.get_or_init(|| {
         let (tx, rx) = channel::<Weak<SizeState>>();
@@ -139,9 +140,10 @@ impl RbdBdev {
             listener: p.listener,
         });
         let weak = Arc::downgrade(&size);
+        let tx = watcher().clone();
         // Watch first, then read the size: a resize in between is not missed.
         image.watch(Box::new(move || {
-            let _ = watcher().send(weak.clone());
+            let _ = tx.send(weak.clone());
         }))?;
         let bytes = image.size()?;
         let blocks = bytes / u64::from(p.block_size);

@@ -143,6 +143,7 @@ fn not_empty(what: &str, v: &str) -> Result<(), RbdError> {
 impl RbdModule {
     /// A module with no clusters.
     pub fn new(options: RbdOptions) -> Arc<Self> {
+        crate::bdev::watcher();
         Arc::new(Self {
             options,
             clusters: Mutex::new(Vec::new()),
