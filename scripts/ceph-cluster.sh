@@ -99,7 +99,7 @@ wait_io() {
 start_mon() { in_ns ceph-mon --conf "$conf" -i a 2>>"$dir/log/mon.a.stderr"; }
 start_osd() { in_ns ceph-osd --conf "$conf" -i 0 2>>"$dir/log/osd.0.stderr"; }
 
-port_free() { ! (exec 3<>"/dev/tcp/$addr/$1") 2>/dev/null; }
+port_free() { ! in_ns bash -c 'exec 3<>"/dev/tcp/$0/$1"' "$addr" "$1" 2>/dev/null; }
 
 write_conf() {
   local auth=none
@@ -122,6 +122,7 @@ mon_data = $dir/mon
 osd_data = $dir/osd
 osd_objectstore = memstore
 memstore_device_bytes = 2147483648
+memstore_page_set = true
 osd_memory_target = 536870912
 osd_fast_shutdown = false
 osd_pool_default_size = 1
