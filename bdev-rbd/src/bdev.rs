@@ -200,6 +200,34 @@ impl RbdBdev {
         Ok(())
     }
 
+    /// How it reaches its cluster (with the registration's parameters when `registration`),
+    /// its namespace and read-only flag: what save_config and `driver_specific` share.
+    fn describe(&self, m: &mut serde_json::Map<String, Value>, registration: bool) {
+        match &self.origin {
+            Origin::Shared(r) => {
+                if registration {
+                    r.write_params(m);
+                }
+                m.insert("cluster_name".into(), json!(r.name()));
+            }
+            Origin::Private { user_id, config } => {
+                if let Some(u) = user_id {
+                    m.insert("user_id".into(), json!(u));
+                }
+                if let Some(c) = config {
+                    m.insert("config".into(), c.to_json());
+                }
+            }
+        }
+        let spec = self.image.spec();
+        if let Some(ns) = spec.namespace.as_deref().filter(|n| !n.is_empty()) {
+            m.insert("namespace_name".into(), json!(ns));
+        }
+        if spec.read_only {
+            m.insert("read_only".into(), json!(true));
+        }
+    }
+
     /// Re-reads the image size now (blocking); the update watch does this by itself.
     pub fn refresh_size(&self) {
         self.size.refresh();
@@ -253,52 +281,14 @@ impl Bdev for RbdBdev {
             "block_size": self.block_size,
         });
         let m = p.as_object_mut().expect("object");
-        match &self.origin {
-            Origin::Shared(r) => {
-                m.insert("cluster_name".into(), json!(r.name()));
-            }
-            Origin::Private { user_id, config } => {
-                if let Some(u) = user_id {
-                    m.insert("user_id".into(), json!(u));
-                }
-                if let Some(c) = config {
-                    m.insert("config".into(), c.to_json());
-                }
-            }
-        }
-        if let Some(ns) = spec.namespace.as_deref().filter(|n| !n.is_empty()) {
-            m.insert("namespace_name".into(), json!(ns));
-        }
-        if spec.read_only {
-            m.insert("read_only".into(), json!(true));
-        }
+        self.describe(m, false);
         m.insert("uuid".into(), json!(self.uuid.to_string()));
         json!({"method": "bdev_rbd_create", "params": p})
     }
     fn driver_specific(&self) -> Value {
         let spec = self.image.spec();
         let mut o = json!({"pool_name": spec.pool, "rbd_name": spec.image});
-        let m = o.as_object_mut().expect("object");
-        match &self.origin {
-            Origin::Shared(r) => {
-                r.write_params(m);
-                m.insert("cluster_name".into(), json!(r.name()));
-            }
-            Origin::Private { user_id, config } => {
-                if let Some(u) = user_id {
-                    m.insert("user_id".into(), json!(u));
-                }
-                if let Some(c) = config {
-                    m.insert("config".into(), c.to_json());
-                }
-            }
-        }
-        if let Some(ns) = spec.namespace.as_deref().filter(|n| !n.is_empty()) {
-            m.insert("namespace_name".into(), json!(ns));
-        }
-        if spec.read_only {
-            m.insert("read_only".into(), json!(true));
-        }
+        self.describe(o.as_object_mut().expect("object"), true);
         json!({ "rbd": o })
     }
     fn destroy(&self) {
