@@ -375,3 +375,48 @@ fn completions_reach_the_reactor_that_owns_the_channel_and_wake_it() {
     assert!(sleeps > 10, "reactor 1 slept only {sleeps} times");
     reactors.stop();
 }
+
+#[test]
+fn a_channel_closed_with_io_in_flight_keeps_its_buffers_until_librbd_is_done() {
+    let c = c();
+    c.create_image("drop", 16);
+    let m = module_with(c, "c");
+    let bdevs = BdevRegistry::new();
+    m.create_bdev(&bdevs, create_params("d", "drop", "c", 4096))
+        .unwrap();
+    let mut expect = Vec::new();
+    {
+        let mut ch = channel(&bdevs, "d");
+        for i in 0..128u64 {
+            let mut d = bufs(&[4096]);
+            pattern(500 + i as u32, &mut d);
+            expect.push(concat(&d));
+            ch.submit(Box::new(write_io(i * 3, 1, d, false))).unwrap();
+        }
+        assert!(
+            ch.outstanding() > 0,
+            "nothing was in flight when the channel closed"
+        );
+        // Dropped here with the writes in flight.
+    }
+    // The writes still land, with the data their (freed-by-the-caller) I/Os carried.
+    let mut ch = channel(&bdevs, "d");
+    assert!(wait_until(Duration::from_secs(20), || {
+        read_bytes(&mut ch, 4096, 127 * 3, 1) == expect[127]
+    }));
+    for (i, e) in expect.iter().enumerate() {
+        assert_eq!(
+            &read_bytes(&mut ch, 4096, i as u64 * 3, 1),
+            e,
+            "block {}",
+            i * 3
+        );
+    }
+    // And everything is released: the bdev goes, then the cluster.
+    drop(ch);
+    m.delete_bdev(&bdevs, bdev_rbd::params::Delete { name: "d".into() })
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || m
+        .unregister_cluster(bdev_rbd::params::ClusterName { name: "c".into() })
+        .is_ok()));
+}
