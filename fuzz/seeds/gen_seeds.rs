@@ -647,6 +647,70 @@ fn wire_captures(dir: &Path) -> Wire {
     w
 }
 
+// ---------------------------------------------------------------------------- reservation
+
+/// An NVMe reservation step of the `reservation` target: requester 0/1 (hosts A/B), op index
+/// into [Register, Report, Acquire, Release, Write], CDW10, CDW11, then the 16-byte keys.
+fn resv_nvme(v: &mut Vec<u8>, host: u8, op: u8, cdw10: u32, cdw11: u32, k1: u64, k2: u64) {
+    v.extend([0, host, op]);
+    v.extend(cdw10.to_le_bytes());
+    v.extend(cdw11.to_le_bytes());
+    v.push(if op == 1 { 255 } else { 16 });
+    v.extend(k1.to_le_bytes());
+    v.extend(k2.to_le_bytes());
+}
+
+/// A SCSI step: requester 2/3 (one SRP initiator through two target ports), op index into
+/// [PR OUT, PR IN, RESERVE(6), RELEASE(6), RESERVE(10), RELEASE(10)], service action,
+/// scope/type, then the 24-byte basic parameter list.
+fn resv_scsi(v: &mut Vec<u8>, nexus: u8, op: u8, sa: u8, rtype: u8, key: u64, sa_key: u64, flags: u8) {
+    v.extend([1, nexus, op, sa, rtype, 0, 0, 0, 0, 0, if op == 1 { 0xFF } else { 24 }, 0]);
+    v.push(24);
+    v.push(24);
+    v.extend(key.to_be_bytes());
+    v.extend(sa_key.to_be_bytes());
+    v.extend([0, 0, 0, 0, flags, 0, 0, 0]);
+}
+
+fn reservation_seeds(o: &Out) {
+    // nvme-cli: register, acquire WE, the other host conflicts, report, release, clear.
+    let mut v = vec![2u8];
+    resv_nvme(&mut v, 0, 0, 3 << 30, 0, 0, 0xAAA);
+    resv_nvme(&mut v, 1, 0, 0, 0, 0, 0xBBB);
+    resv_nvme(&mut v, 0, 2, 1 << 8, 0, 0xAAA, 0);
+    resv_nvme(&mut v, 1, 2, 1 << 8, 0, 0xBBB, 0);
+    resv_nvme(&mut v, 0, 1, 1023, 1, 0, 0);
+    resv_nvme(&mut v, 0, 3, 1 << 8, 0, 0xAAA, 0);
+    resv_nvme(&mut v, 1, 3, 1, 0, 0xBBB, 0);
+    o.put("reservation", "nvme-cli", &v);
+    // fence_scsi / sg_persist: register both nexuses, reserve WE-RO, preempt and abort,
+    // read keys and full status, clear.
+    let mut v = vec![2u8];
+    resv_scsi(&mut v, 2, 0, 0x00, 0, 0, 0xA, 0x01);
+    resv_scsi(&mut v, 3, 0, 0x06, 0, 0, 0xB, 0);
+    resv_scsi(&mut v, 2, 0, 0x01, 0x05, 0xA, 0, 0);
+    resv_scsi(&mut v, 3, 0, 0x05, 0x05, 0xB, 0xA, 0);
+    resv_scsi(&mut v, 3, 1, 0x00, 0, 0, 0, 0);
+    resv_scsi(&mut v, 3, 1, 0x03, 0, 0, 0, 0);
+    resv_scsi(&mut v, 3, 0, 0x03, 0, 0xB, 0, 0);
+    o.put("reservation", "sg-persist", &v);
+    // Both protocols: NVMe host holds EA-AR, an SRP nexus registers and preempts with key 0,
+    // RESERVE(6)/RELEASE(6) interplay.
+    let mut v = vec![3u8];
+    resv_nvme(&mut v, 0, 0, 0, 0, 0, 0x1);
+    resv_nvme(&mut v, 0, 2, 6 << 8, 0, 0x1, 0);
+    resv_scsi(&mut v, 2, 0, 0x00, 0, 0, 0x2, 0);
+    resv_scsi(&mut v, 2, 2, 0, 0, 0, 0, 0);
+    resv_scsi(&mut v, 2, 0, 0x04, 0x01, 0x2, 0, 0);
+    resv_scsi(&mut v, 3, 2, 0, 0, 0, 0, 0);
+    resv_nvme(&mut v, 0, 1, 255, 1, 0, 0);
+    resv_scsi(&mut v, 2, 0, 0x00, 0, 0x2, 0, 0);
+    resv_scsi(&mut v, 3, 2, 0, 0, 0, 0, 0);
+    resv_scsi(&mut v, 2, 2, 0, 0, 0, 0, 0);
+    resv_scsi(&mut v, 3, 3, 0, 0, 0, 0, 0);
+    o.put("reservation", "cross", &v);
+}
+
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("seeds");
     let o = Out { root: root.clone() };
@@ -654,6 +718,7 @@ fn main() {
     nvme_seeds(&o, &w);
     srp_seeds(&o, &w.ius, &w.logins);
     rpc_seeds(&o, &read_dir(&root.join("captures/rpc")));
+    reservation_seeds(&o);
     println!(
         "seeds written to {} (captured: {} capsules, {} Connects, {} CM records, {} SRP IUs, {} logins)",
         root.display(),

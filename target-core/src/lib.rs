@@ -7,14 +7,18 @@
 //! - [`nvmf`]: the NVMe request execution layer NVMe transports share (controllers, queues,
 //!   Connect, admin and I/O execution on bdevs).
 //! - [`scsi`]: SCSI logical-unit logic, no I/O inside.
+//! - [`reservation`]: reservations of a volume shared by NVMe and SCSI (sans-I/O).
 //! - [`bdev`]: block devices (malloc, null, file/aio).
+//! - [`compare_write`]: per-bdev range locks for atomic compare-and-write.
 //! - [`hex`]: trace-level wire dumps of what hosts send.
 
 pub mod bdev;
+pub mod compare_write;
 pub mod hex;
 pub mod nvme;
 pub mod nvmf;
 pub mod reactor;
 pub mod registry;
+pub mod reservation;
 pub mod scsi;
 pub mod target;

@@ -194,6 +194,9 @@ pub trait TransportPollGroup: Any {
     /// resumed on this poll group: NVMe transports raise namespace-attribute-changed events for
     /// controllers whose admin queue lives here.
     fn namespaces_changed(&mut self, _core: &mut PgCore, _subsystem: u32, _nsids: &[u32]) {}
+    /// Subsystems, listeners or allowed hosts changed: NVMe transports tell the discovery
+    /// controllers whose admin queue lives here when the log their host sees changed.
+    fn discovery_changed(&mut self, _core: &mut PgCore) {}
     /// Disconnects the connections of one host of a subsystem (the host was removed).
     fn disconnect_host(&mut self, _core: &mut PgCore, _subsystem: u32, _host: &str) {}
     /// Describes the connections on this poll group (all, or those of one subsystem), for

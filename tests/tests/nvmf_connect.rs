@@ -48,8 +48,14 @@ fn discovery_lists_what_the_host_may_access() {
         assert_eq!(&r[0..3], &[1, 1, 2], "RDMA, IPv4, NVM subsystem");
         assert_eq!(r[3], 2, "secure channel not required");
         assert_eq!(u16::from_le_bytes([r[6], r[7]]), 0xFFFF);
-        assert_eq!(cstr(&r[32..64]), "4420");
-        assert_eq!(cstr(&r[512..768]), rtgt_tests::TARGET_IP);
+        // ASCII string fields: space-padded.
+        assert_eq!(String::from_utf8_lossy(&r[32..64]).trim_end(), "4420");
+        assert_eq!(r[63], b' ');
+        assert_eq!(
+            String::from_utf8_lossy(&r[512..768]).trim_end(),
+            rtgt_tests::TARGET_IP
+        );
+        assert_eq!(r[767], b' ');
         assert_eq!(&r[768..771], &[1, 1, 1], "RC, not specified, RDMA_CM");
     }
     assert!(entries[2048..].iter().all(|&b| b == 0), "zero past the end");
@@ -74,6 +80,128 @@ fn discovery_lists_what_the_host_may_access() {
         .unwrap();
     assert_eq!(r.cqe.status, Status::INVALID_FIELD);
     d.shutdown().unwrap();
+    e.assert_quiescent(Duration::from_secs(10));
+}
+
+/// The subsystem NQNs of a discovery log, read with RAE = 0 (which re-arms the notice).
+fn discovery_nqns(d: &mut HostCtrl) -> Vec<String> {
+    let log = d.get_log(0x70, 0, 0, 4096, false).unwrap();
+    let numrec = u64::from_le_bytes(log[8..16].try_into().unwrap()) as usize;
+    (1..=numrec)
+        .map(|i| cstr(&log[i * 1024 + 256..i * 1024 + 512]))
+        .collect()
+}
+
+/// Issue 13 item 9: the discovery log change notice was advertised (OAES bit 31, Async Event
+/// Configuration bit 31) but never sent: a persistent discovery controller was not told about
+/// new subsystems, listeners or hosts.
+#[test]
+fn a_persistent_discovery_controller_is_told_of_every_change() {
+    let e = NvmfEnv::new(2, json!({}));
+    e.subsystem(A, true, 1024, 512);
+    // Persistent: KATO set, AEN enabled, an AER outstanding (what nvme-cli's persistent
+    // discovery controller and the kernel do).
+    let mut o = e.opts(DISCOVERY_NQN);
+    o.io_queues = 0;
+    o.kato_ms = 30000;
+    let mut d = e.connect(o).expect("discovery connect");
+    let oaes = u32::from_le_bytes(d.id_ctrl[92..96].try_into().unwrap());
+    assert_eq!(oaes, 1 << 31);
+    let mut s = Sqe::new(admin_opc::SET_FEATURES, 0);
+    s.set_cdw(10, 0x0B).set_cdw(11, 1 << 31);
+    d.admin_cmd(s, Data::None).unwrap().ok().unwrap();
+    assert_eq!(discovery_nqns(&mut d), [A]);
+    let listener = target_core::target::ListenAddr::new(
+        "RDMA",
+        target_core::target::AdrFam::Ipv4,
+        rtgt_tests::TARGET_IP,
+        "4420",
+    );
+    let t = &e.t;
+    let rt = &t.rt;
+    type Change<'a> = (&'a str, Box<dyn Fn() + 'a>, Vec<&'a str>);
+    let changes: Vec<Change> = vec![
+        (
+            "subsystem created with a listener",
+            Box::new(|| {
+                t.subsystem(B, true);
+                t.listen(B, "RDMA", 4420);
+            }),
+            vec![A, B],
+        ),
+        (
+            "any host disallowed",
+            Box::new(|| rt.block_on(t.target.allow_any_host(B, false)).unwrap()),
+            vec![A],
+        ),
+        (
+            "host allowed",
+            Box::new(|| t.target.add_host(B, HOSTNQN).unwrap()),
+            vec![A, B],
+        ),
+        (
+            "host removed",
+            Box::new(|| rt.block_on(t.target.remove_host(B, HOSTNQN)).unwrap()),
+            vec![A],
+        ),
+        (
+            "any host allowed",
+            Box::new(|| rt.block_on(t.target.allow_any_host(B, true)).unwrap()),
+            vec![A, B],
+        ),
+        (
+            "listener removed",
+            Box::new(|| {
+                rt.block_on(t.target.remove_listener(B, listener.clone()))
+                    .unwrap()
+            }),
+            vec![A],
+        ),
+        (
+            "listener added",
+            Box::new(|| {
+                t.listen(B, "RDMA", 4420);
+            }),
+            vec![A, B],
+        ),
+        (
+            "subsystem deleted",
+            Box::new(|| rt.block_on(t.target.delete_subsystem(B)).unwrap()),
+            vec![A],
+        ),
+    ];
+    for (what, change, want) in changes {
+        let cid = d
+            .admin
+            .submit(Sqe::new(admin_opc::ASYNC_EVENT_REQUEST, 0), Data::None)
+            .unwrap();
+        d.admin.poll().unwrap();
+        assert!(!d.admin.is_done(cid), "AER answered before the change");
+        change();
+        let r = d
+            .admin
+            .wait_for(cid, Duration::from_secs(5))
+            .unwrap_or_else(|err| panic!("no discovery log change notice for '{what}': {err}"));
+        assert!(r.cqe.status.is_success(), "{what}: {:?}", r.cqe.status);
+        assert_eq!(r.cqe.dw0, 0x0070_F002, "{what}");
+        assert_eq!(discovery_nqns(&mut d), want, "{what}");
+    }
+    // A change this host cannot see sends nothing.
+    let cid = d
+        .admin
+        .submit(Sqe::new(admin_opc::ASYNC_EVENT_REQUEST, 0), Data::None)
+        .unwrap();
+    e.t.subsystem(C, false);
+    e.t.target.add_host(C, OTHER_HOST).unwrap();
+    e.t.listen(C, "RDMA", 4420);
+    std::thread::sleep(Duration::from_millis(300));
+    d.admin.poll().unwrap();
+    assert!(
+        !d.admin.is_done(cid),
+        "a notice for a subsystem the host cannot see"
+    );
+    assert_eq!(discovery_nqns(&mut d), [A]);
+    d.admin.disconnect();
     e.assert_quiescent(Duration::from_secs(10));
 }
 
@@ -274,6 +402,7 @@ fn malformed_commands_get_the_right_status() {
         Status::INVALID_OPCODE
     );
     // I/O queue.
+    assert_eq!(c.id_ctrl[77], 5, "MDTS: 128 KiB");
     let q = &mut c.io[0];
     let data = vec![7u8; 4096];
     let (addr, rkey) = q.raw_data_region();
@@ -343,6 +472,17 @@ fn malformed_commands_get_the_right_status() {
             }
         )),
         Status::DATA_SGL_LENGTH_INVALID
+    );
+    // A transfer above MDTS: Invalid Field, before any data moves.
+    assert_eq!(
+        st(q.cmd(
+            read_sqe(1, 0, 512),
+            Data::Raw {
+                sgl: SglDescriptor::keyed(addr, 256 * 1024, rkey, false),
+                capsule: &[]
+            }
+        )),
+        Status::INVALID_FIELD
     );
     assert_eq!(
         st(q.cmd(write_sqe(1, 2047, 2), Data::InCapsule(&data[..1024]))),

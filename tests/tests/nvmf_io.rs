@@ -212,6 +212,89 @@ fn read(q: &mut HostQueue, lba: u64, blocks: u32) -> Vec<u8> {
     .data
 }
 
+/// Issue 13 item 10: ONCS advertised Compare for every namespace, but a bdev without a
+/// compare of its own (null) answered Invalid Opcode. Compare is now read + compare in the
+/// bdev channel for any bdev that can read: the null bdev compares with what its reads return
+/// (zeroes here), a file compares with its data, across several read chunks.
+#[test]
+fn compare_works_on_bdevs_without_a_compare_of_their_own() {
+    let e = NvmfEnv::new(2, json!({}));
+    e.t.subsystem(NQN, true);
+    e.t.null("cmp_null", 4096, 512);
+    assert_eq!(e.t.add_ns(NQN, "cmp_null"), 1);
+    let dir = std::env::temp_dir().join(format!("rtgt-cmp-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("disk");
+    std::fs::File::create(&path)
+        .unwrap()
+        .set_len(4 << 20)
+        .unwrap();
+    let aio = target_core::bdev::AioBdev::create(target_core::bdev::AioParams {
+        name: "cmp_file".into(),
+        filename: path.to_string_lossy().into_owned(),
+        block_size: None,
+        readonly: false,
+        fallocate: false,
+        uuid: None,
+        engine: None,
+    })
+    .unwrap();
+    e.t.target.bdevs().register(aio).unwrap();
+    assert_eq!(e.t.add_ns(NQN, "cmp_file"), 2);
+    e.t.listen(NQN, "RDMA", 4420);
+    let mut c = e.connect(e.opts(NQN)).unwrap();
+    let oncs = u16::from_le_bytes([c.id_ctrl[520], c.id_ctrl[521]]);
+    assert_eq!(oncs & 1, 1, "Compare advertised");
+    let q = &mut c.io[0];
+    let compare = |q: &mut HostQueue, nsid: u32, lba: u64, data: &[u8]| {
+        let r = q
+            .cmd(
+                rw_sqe(io_opc::COMPARE, nsid, lba, (data.len() / 512) as u32),
+                Data::KeyedWrite {
+                    bytes: data,
+                    invalidate: false,
+                },
+            )
+            .unwrap();
+        r.cqe.status
+    };
+    // Null: equal to zeroes, different from anything else.
+    assert_eq!(compare(q, 1, 8, &[0u8; 4096]), Status::SUCCESS);
+    assert_eq!(
+        compare(q, 1, 8, &pattern(1, 8, 8, 512)),
+        Status::COMPARE_FAILURE
+    );
+    // A file: 128 KiB compares (several chunks), equal, and different in the first and in
+    // the last byte.
+    let data = pattern(2, 0, 256, 512);
+    q.cmd(
+        write_sqe(2, 0, 256),
+        Data::KeyedWrite {
+            bytes: &data,
+            invalidate: false,
+        },
+    )
+    .unwrap()
+    .ok()
+    .unwrap();
+    assert_eq!(compare(q, 2, 0, &data), Status::SUCCESS);
+    for at in [0, data.len() - 1] {
+        let mut diff = data.clone();
+        diff[at] ^= 0x40;
+        assert_eq!(
+            compare(q, 2, 0, &diff),
+            Status::COMPARE_FAILURE,
+            "byte {at}"
+        );
+    }
+    assert_eq!(compare(q, 2, 1, &data[..4096]), Status::COMPARE_FAILURE);
+    // Out of range is still refused before anything is read.
+    assert_eq!(compare(q, 1, 4095, &[0u8; 1024]), Status::LBA_OUT_OF_RANGE);
+    c.shutdown().unwrap();
+    e.assert_quiescent(Duration::from_secs(10));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn deallocate_write_zeroes_flush_compare() {
     let e = env(json!({}));

@@ -82,6 +82,51 @@ fn keep_alive_expiry_ends_the_association() {
     e.assert_quiescent(Duration::from_secs(10));
 }
 
+/// Issue 13 item 7: Keep Alive queued behind a subsystem pause while the keep-alive timer kept
+/// running, so a pause longer than KATO tore down every healthy association of the subsystem.
+#[test]
+fn a_pause_longer_than_kato_keeps_healthy_associations() {
+    let e = env(json!({"kas": 10, "min_kato": 1000}));
+    let mut o = e.opts(NQN);
+    o.kato_ms = 1000;
+    let mut c = e.connect(o).unwrap();
+    e.t.rt.block_on(e.t.target.pause(NQN, None)).unwrap();
+    // The host sends Keep Alive every KATO/3, as Linux does every KATO/2, for 2.5 × KATO.
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(2500) {
+        let sent = t0.elapsed();
+        let cid = c
+            .admin
+            .submit(Sqe::new(admin_opc::KEEP_ALIVE, 0), Data::None)
+            .unwrap();
+        let r = c
+            .admin
+            .wait_for(cid, Duration::from_millis(1000))
+            .unwrap_or_else(|err| {
+                panic!(
+                    "Keep Alive sent {sent:?} into the pause: {err} (controllers {})",
+                    e.controllers(NQN).len()
+                )
+            });
+        assert!(r.cqe.status.is_success(), "{:?}", r.cqe.status);
+        std::thread::sleep(Duration::from_millis(330));
+    }
+    assert_eq!(e.controllers(NQN).len(), 1, "the association was torn down");
+    e.t.rt.block_on(e.t.target.resume(NQN)).unwrap();
+    let w = Workload {
+        nsid: 1,
+        bs: 512,
+        lba0: 0,
+        blocks: 8,
+        count: 8,
+        qd: 4,
+        seed: 9,
+    };
+    write_read_verify(&mut c.io[0], &w, Mode::Keyed).unwrap();
+    c.shutdown().unwrap();
+    e.assert_quiescent(Duration::from_secs(10));
+}
+
 #[test]
 fn hosts_vanishing_in_the_middle_of_io() {
     let e = env(json!({"max_io_size": 1048576}));
@@ -212,15 +257,23 @@ fn pause_and_resume_under_io_lose_nothing() {
             assert!(h.join().unwrap() >= 3);
         }
     });
-    // Admin commands queue while paused and complete on resume.
+    // Admin commands that read the subsystem queue while paused and complete on resume.
     e.t.rt.block_on(e.t.target.pause(NQN, None)).unwrap();
+    let mut id = Sqe::new(admin_opc::IDENTIFY, 0);
+    id.set_cdw(10, 1);
     let cid = c
         .admin
-        .submit(Sqe::new(admin_opc::KEEP_ALIVE, 0), Data::None)
+        .submit(
+            id,
+            Data::KeyedRead {
+                len: 4096,
+                invalidate: false,
+            },
+        )
         .unwrap();
     std::thread::sleep(Duration::from_millis(50));
     c.admin.poll().unwrap();
-    assert!(!c.admin.is_done(cid), "Keep Alive ran while paused");
+    assert!(!c.admin.is_done(cid), "Identify ran while paused");
     e.t.rt.block_on(e.t.target.resume(NQN)).unwrap();
     c.admin.wait(cid).unwrap();
     c.shutdown().unwrap();
@@ -268,6 +321,97 @@ fn fabrics_disconnect_and_controller_reset() {
     c.io.clear();
     c.add_io_queue(1, 32).unwrap();
     read_verify(&mut c.io[0], &w, false).unwrap();
+    c.shutdown().unwrap();
+    e.assert_quiescent(Duration::from_secs(10));
+}
+
+/// Issue 13 item 8: a controller reset cleared the queue-id bitmap at once. An I/O queue of
+/// the old generation that went away later (here: held by a write at the bdev) cleared the bit
+/// of the reconnected queue with the same id, and a duplicate Connect for that id was accepted.
+#[test]
+fn controller_reset_keeps_queue_ids_until_the_old_queues_are_gone() {
+    let e = NvmfEnv::new(2, json!({}));
+    let inner = e.t.malloc("reset_base", 4096, 512);
+    let (bdev, gate) = rtgt_tests::gate::GateBdev::new("reset_gate", inner);
+    e.t.target.bdevs().register(bdev).unwrap();
+    e.t.subsystem(NQN, true);
+    e.t.add_ns(NQN, "reset_gate");
+    e.t.listen(NQN, "RDMA", 4420);
+    let mut o = e.opts(NQN);
+    o.io_queues = 1;
+    let mut c = e.connect(o).unwrap();
+    // A write of the old queue 1 stays at the bdev: that queue cannot go away yet.
+    gate.close();
+    let data = pattern(5, 0, 8, 512);
+    c.io[0]
+        .submit(
+            write_sqe(1, 0, 8),
+            Data::KeyedWrite {
+                bytes: &data,
+                invalidate: false,
+            },
+        )
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gate.held() == 0 {
+        c.io[0].poll().unwrap();
+        assert!(
+            Instant::now() < deadline,
+            "the write never reached the bdev"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Reset; a host that does not wait for CSTS.RDY = 0 enables again and reconnects queue 1.
+    c.prop_set(prop::CC, 0x0046_0000).unwrap();
+    let mut ready_dropped_early = false;
+    let until = Instant::now() + Duration::from_millis(300);
+    while Instant::now() < until {
+        ready_dropped_early |= c.prop_get(prop::CSTS, false).unwrap() & 1 == 0;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    c.prop_set(prop::CC, 0x0046_0001).unwrap();
+    assert_eq!(c.prop_get(prop::CSTS, false).unwrap() & 1, 1);
+    let b = c.add_io_queue(1, 32);
+    // The old queue goes away.
+    gate.open();
+    let want = usize::from(b.is_ok());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while e.controllers(NQN)[0].num_io_qpairs as usize != want
+        || e.target_queue_pairs()
+            .iter()
+            .filter(|(q, _)| *q == 1)
+            .count()
+            != want
+    {
+        assert!(Instant::now() < deadline, "the old queue 1 never went away");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let c2 = c.add_io_queue(1, 32);
+    let d = c.add_io_queue(1, 32);
+    let accepted = [&b, &c2, &d].iter().filter(|r| r.is_ok()).count();
+    assert_eq!(
+        accepted, 1,
+        "queue id 1 connected {accepted} times: during the reset {b:?}, after it {c2:?}, again {d:?}"
+    );
+    assert!(
+        b.is_err(),
+        "queue 1 reconnected while the old queue 1 was there"
+    );
+    assert!(
+        !ready_dropped_early,
+        "CSTS.RDY went to 0 while an I/O queue of the old generation was still there"
+    );
+    let w = Workload {
+        nsid: 1,
+        bs: 512,
+        lba0: 64,
+        blocks: 8,
+        count: 8,
+        qd: 4,
+        seed: 6,
+    };
+    let q = c.io.last_mut().unwrap();
+    write_read_verify(q, &w, Mode::Keyed).unwrap();
     c.shutdown().unwrap();
     e.assert_quiescent(Duration::from_secs(10));
 }

@@ -1939,6 +1939,19 @@ impl TransportPollGroup for RdmaPg {
         let _ = core;
     }
 
+    fn discovery_changed(&mut self, core: &mut PgCore) {
+        let target = core.target();
+        let done: Vec<(u32, AerDone)> = self
+            .qpairs
+            .iter()
+            .filter_map(|(k, q)| q.q.discovery_changed(target).map(|a| (k as u32, a)))
+            .collect();
+        for (qk, a) in done {
+            self.complete_parked(qk, a);
+        }
+        self.flush(core);
+    }
+
     fn disconnect_host(&mut self, core: &mut PgCore, subsystem: u32, host: &str) {
         let keys: Vec<u32> = self
             .qpairs

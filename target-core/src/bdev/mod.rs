@@ -7,6 +7,7 @@
 //! [`IoChannel::poll`]. A channel belongs to one reactor; the bdev behind it is shared.
 
 mod aio;
+mod compare;
 mod delay;
 mod malloc;
 mod null;
@@ -259,8 +260,13 @@ pub trait Bdev: std::any::Any + Send + Sync {
     }
     /// UUID.
     fn uuid(&self) -> uuid::Uuid;
-    /// Whether the bdev supports an operation.
+    /// Whether the bdev supports an operation itself.
     fn supports(&self, io: IoType) -> bool;
+    /// Whether Compare works on this bdev: natively, or by reading (an [`IoChannel`] reads the
+    /// range and compares it when the bdev has no compare of its own).
+    fn can_compare(&self) -> bool {
+        self.supports(IoType::Compare) || self.supports(IoType::Read)
+    }
     /// Whether writes sit in a volatile cache until flushed.
     fn write_cache(&self) -> bool;
     /// Opens an I/O channel for the calling reactor.
@@ -342,6 +348,8 @@ pub struct IoChannel {
     /// I/Os refused before reaching the backend, returned by the next poll.
     rejected: ArrayVec<Box<BdevIo>, 8>,
     rejected_overflow: std::collections::VecDeque<Box<BdevIo>>,
+    /// Compares done by reading, for a bdev without a compare of its own (from the first one).
+    compare: Option<compare::ReadCompare>,
 }
 
 impl std::fmt::Debug for IoChannel {
@@ -363,6 +371,7 @@ impl IoChannel {
             stats,
             rejected: ArrayVec::new(),
             rejected_overflow: std::collections::VecDeque::new(),
+            compare: None,
         }
     }
 
@@ -373,7 +382,8 @@ impl IoChannel {
 
     /// Starts an I/O. Invalid I/Os (out of range, buffers too small, unsupported) complete with
     /// an error status on the next poll instead of reaching the backend. `Err` means the backend
-    /// is busy: the I/O is handed back to retry later.
+    /// is busy: the I/O is handed back to retry later. A Compare on a bdev without a compare of
+    /// its own is done here, by reading the range and comparing.
     pub fn submit(&mut self, io: Box<BdevIo>) -> Result<(), Box<BdevIo>> {
         self.submit_at(io, instant_ns(Instant::now()))
     }
@@ -387,11 +397,36 @@ impl IoChannel {
             self.reject(io);
             return Ok(());
         }
+        if matches!(io.op, BdevOp::Compare { .. }) && !self.bdev.supports(IoType::Compare) {
+            self.compare_by_reading(io);
+            return Ok(());
+        }
         self.inner.submit(io)
     }
 
+    fn compare_by_reading(&mut self, mut io: Box<BdevIo>) {
+        if self.compare.is_none() {
+            match compare::ReadCompare::new(self.bdev.block_size()) {
+                Ok(c) => self.compare = Some(c),
+                Err(e) => {
+                    tracing::error!("bdev {}: {e}", self.bdev.name());
+                    io.status = IoStatus::Error(libc::ENOMEM);
+                    self.reject(io);
+                    return;
+                }
+            }
+        }
+        if let Some(c) = self.compare.as_mut() {
+            c.push(io, self.inner.as_mut());
+        }
+    }
+
     fn check(&self, io: &BdevIo) -> Option<IoStatus> {
-        if !self.bdev.supports(io.op.io_type()) {
+        let supported = match io.op.io_type() {
+            IoType::Compare => self.bdev.can_compare(),
+            t => self.bdev.supports(t),
+        };
+        if !supported {
             return Some(IoStatus::Unsupported);
         }
         if let Some((off, n)) = io.op.range() {
@@ -434,7 +469,27 @@ impl IoChannel {
             finish(io);
             n += 1;
         }
-        n + self.inner.poll(&mut finish)
+        let Some(cmp) = self.compare.as_mut() else {
+            return n + self.inner.poll(&mut finish);
+        };
+        // The chunk read of a compare is the channel's own: not handed out, not counted.
+        let mut read = None;
+        self.inner.poll(&mut |io| {
+            if cmp.is_read(&io) {
+                read = Some(io);
+            } else {
+                finish(io);
+                n += 1;
+            }
+        });
+        if let Some(r) = read
+            && let Some(io) = cmp.read_done(r, self.inner.as_mut())
+        {
+            finish(io);
+            n += 1;
+        }
+        cmp.retry(self.inner.as_mut());
+        n
     }
 
     /// See [`BdevChannel::wake_fd`].
@@ -444,12 +499,20 @@ impl IoChannel {
 
     /// See [`BdevChannel::arm`].
     pub fn arm(&mut self) -> bool {
-        !self.rejected.is_empty() || !self.rejected_overflow.is_empty() || self.inner.arm()
+        !self.rejected.is_empty()
+            || !self.rejected_overflow.is_empty()
+            || self.compare.as_ref().is_some_and(|c| c.stalled())
+            || self.inner.arm()
     }
 
     /// I/Os submitted and not yet returned.
     pub fn outstanding(&self) -> usize {
-        self.inner.outstanding() + self.rejected.len() + self.rejected_overflow.len()
+        // A compare being read is one I/O, not two.
+        let compares = self
+            .compare
+            .as_ref()
+            .map_or(0, |c| c.pending().saturating_sub(usize::from(c.reading())));
+        self.inner.outstanding() + self.rejected.len() + self.rejected_overflow.len() + compares
     }
 }
 

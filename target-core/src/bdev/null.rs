@@ -67,6 +67,7 @@ impl Bdev for NullBdev {
         self.uuid
     }
     fn supports(&self, io: IoType) -> bool {
+        // No compare of its own: the channel compares with what reads return.
         io != IoType::Compare
     }
     fn write_cache(&self) -> bool {

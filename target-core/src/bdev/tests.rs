@@ -77,7 +77,7 @@ fn exercise(reg: &BdevRegistry, bdev: Arc<dyn Bdev>) {
     assert_eq!(r.status, IoStatus::Success);
     assert_eq!(concat(&r.bufs), expect, "data read back differs");
 
-    if bdev.supports(IoType::Compare) {
+    if bdev.can_compare() {
         let mut io = BdevIo::new(
             BdevOp::Compare {
                 offset_blocks: 3,
@@ -209,8 +209,154 @@ fn malloc_rejects_bad_parameters() {
     );
 }
 
+/// Malloc without its own compare, and with a backend that is busy every other submit: the
+/// channel's read + compare path with data, several chunks, a queue, and retries.
+struct NoCompare(Arc<dyn Bdev>);
+
+struct BusyEveryOther {
+    inner: Box<dyn BdevChannel>,
+    refuse: bool,
+    refused: usize,
+}
+
+impl BdevChannel for BusyEveryOther {
+    fn submit(&mut self, io: Box<BdevIo>) -> Result<(), Box<BdevIo>> {
+        self.refuse = !self.refuse;
+        if self.refuse {
+            self.refused += 1;
+            return Err(io);
+        }
+        assert!(
+            !matches!(io.op, BdevOp::Compare { .. }),
+            "a compare reached a backend without one"
+        );
+        self.inner.submit(io)
+    }
+    fn poll(&mut self, done: &mut dyn FnMut(Box<BdevIo>)) -> usize {
+        self.inner.poll(done)
+    }
+    fn outstanding(&self) -> usize {
+        self.inner.outstanding()
+    }
+}
+
+impl Bdev for NoCompare {
+    fn name(&self) -> &str {
+        "nocmp"
+    }
+    fn product_name(&self) -> &'static str {
+        "test"
+    }
+    fn block_size(&self) -> u32 {
+        self.0.block_size()
+    }
+    fn num_blocks(&self) -> u64 {
+        self.0.num_blocks()
+    }
+    fn uuid(&self) -> uuid::Uuid {
+        self.0.uuid()
+    }
+    fn supports(&self, io: IoType) -> bool {
+        io != IoType::Compare
+    }
+    fn write_cache(&self) -> bool {
+        false
+    }
+    fn open_channel(&self) -> Result<Box<dyn BdevChannel>, BdevError> {
+        Ok(Box::new(BusyEveryOther {
+            inner: self.0.open_channel()?,
+            refuse: false,
+            refused: 0,
+        }))
+    }
+    fn config(&self) -> serde_json::Value {
+        serde_json::json!({})
+    }
+}
+
+fn compare_io(off: u64, n: u64, data: &[u8], tag: u64) -> Box<BdevIo> {
+    let mut io = BdevIo::new(
+        BdevOp::Compare {
+            offset_blocks: off,
+            num_blocks: n,
+        },
+        tag,
+    );
+    // Split unevenly, so that chunks and buffers never line up.
+    let mut b = IoBufs::new();
+    for part in data.chunks(7000) {
+        let mut x = IoBuf::alloc(part.len()).unwrap();
+        x.as_mut_slice().copy_from_slice(part);
+        b.push(x);
+    }
+    io.bufs = b;
+    Box::new(io)
+}
+
 #[test]
-fn null_completes_everything_but_compare() {
+fn compare_by_reading_covers_chunks_queues_and_a_busy_backend() {
+    let reg = BdevRegistry::new();
+    let m = malloc("m_nocmp", 1024, 512);
+    let b: Arc<dyn Bdev> = Arc::new(NoCompare(m));
+    assert!(!b.supports(IoType::Compare) && b.can_compare());
+    reg.register(Arc::clone(&b)).unwrap();
+    let mut ch = reg.open_channel(&b).unwrap();
+    // 200 KiB of data at block 100: more than three chunks.
+    let blocks = 400u64;
+    let mut data = bufs(&[blocks as usize * 512]);
+    pattern(5, &mut data);
+    let expect = concat(&data);
+    assert_eq!(
+        write(&mut ch, 100, blocks, data, false).status,
+        IoStatus::Success
+    );
+    let mut last = expect.clone();
+    *last.last_mut().unwrap() ^= 1;
+    let mut first_of_second_chunk = expect.clone();
+    first_of_second_chunk[compare::CHUNK_BYTES] ^= 0x80;
+    let cases: [(&[u8], IoStatus); 4] = [
+        (&expect, IoStatus::Success),
+        (&last, IoStatus::Miscompare),
+        (&first_of_second_chunk, IoStatus::Miscompare),
+        (&expect, IoStatus::Success),
+    ];
+    // All queued at once: they complete in order, each with its own result.
+    for (tag, (d, _)) in cases.iter().enumerate() {
+        let mut io = compare_io(100, blocks, d, tag as u64);
+        loop {
+            match ch.submit(io) {
+                Ok(()) => break,
+                Err(back) => io = back,
+            }
+        }
+    }
+    assert_eq!(ch.outstanding(), cases.len());
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while got.len() < cases.len() {
+        ch.poll(&mut |io| got.push((io.tag, io.status)));
+        assert!(Instant::now() < deadline, "compares did not complete");
+    }
+    let want: Vec<(u64, IoStatus)> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (_, st))| (i as u64, *st))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(ch.outstanding(), 0);
+    // Range and size errors never reach the backend.
+    let c = run(&mut ch, *compare_io(1000, 30, &expect[..30 * 512], 9));
+    assert_eq!(c.status, IoStatus::OutOfRange);
+    let c = run(&mut ch, *compare_io(0, 4, &expect[..1024], 9));
+    assert_eq!(c.status, IoStatus::BufferTooSmall);
+    // Statistics count compares (the successful ones), not the reads behind them.
+    let st = reg.iostat("nocmp").unwrap();
+    assert_eq!(st.num_compare_ops, 2);
+    assert_eq!(st.num_read_ops, 0);
+}
+
+#[test]
+fn null_completes_everything_and_compares_with_what_reads_return() {
     let reg = BdevRegistry::new();
     let b: Arc<dyn Bdev> = NullBdev::create(NullParams {
         name: "n0".into(),
@@ -234,7 +380,18 @@ fn null_completes_everything_but_compare() {
         0,
     );
     io.bufs = bufs(&[4096]);
-    assert_eq!(run(&mut ch, io).status, IoStatus::Unsupported);
+    assert_eq!(run(&mut ch, io).status, IoStatus::Success, "zeroes");
+    let mut io = BdevIo::new(
+        BdevOp::Compare {
+            offset_blocks: 0,
+            num_blocks: 1,
+        },
+        0,
+    );
+    let mut data = bufs(&[4096]);
+    pattern(2, &mut data);
+    io.bufs = data;
+    assert_eq!(run(&mut ch, io).status, IoStatus::Miscompare);
 }
 
 fn temp_file(name: &str, bytes: u64) -> std::path::PathBuf {

@@ -16,8 +16,8 @@ use super::fabrics::{
 use super::features::Features;
 use super::log_page::{ChangedNsList, ErrorLog};
 use super::nqn::Nqn;
-use super::regs::{CcChange, Registers};
-use super::spec::{DISCOVERY_DEFAULT_KATO_MS, Status, admin_opc, fctype};
+use super::regs::{CcChange, Registers, csts};
+use super::spec::{DISCOVERY_DEFAULT_KATO_MS, Status, admin_opc, fctype, prop};
 use super::sqe::Sqe;
 use super::view::{SubsystemKind, SubsystemView, TransportLimits};
 use super::{features, identify, log_page};
@@ -128,8 +128,15 @@ pub struct Controller {
     pub(super) errors: ErrorLog,
     kato_ms: u32,
     ka_deadline: Option<Instant>,
-    /// Connected I/O queue ids, as a bitmap indexed by QID.
+    /// Connected I/O queue ids, as a bitmap indexed by QID. A bit is cleared only when its
+    /// queue is gone ([`Controller::io_queue_closed`]), never by a reset.
     io_queues: Vec<u64>,
+    /// A controller reset (CC.EN 1→0) waits for the I/O queues it disconnected: CSTS.RDY reads
+    /// 1 until the last one is gone.
+    reset_pending: bool,
+    /// Discovery controllers: the generation of the log this host last read (or was notified
+    /// of); until its first read, the one of its first command. 0 = none yet.
+    pub(super) disc_genctr: u64,
 }
 
 impl Controller {
@@ -168,6 +175,8 @@ impl Controller {
             kato_ms: 0,
             ka_deadline: None,
             io_queues: vec![0; words],
+            reset_pending: false,
+            disc_genctr: 0,
         };
         c.set_kato(kato, now);
         debug!(
@@ -312,11 +321,22 @@ impl Controller {
         Ok(u32::from(self.cntlid))
     }
 
-    /// An I/O queue went away (transport disconnect or Fabrics Disconnect).
+    /// An I/O queue went away (transport disconnect or Fabrics Disconnect). Only the queue
+    /// that was accepted for `qid` may call this: its id becomes free again, and a reset that
+    /// waited for it completes when it was the last.
     pub fn io_queue_closed(&mut self, qid: u16) {
         if let Some(word) = self.io_queues.get_mut(usize::from(qid) / 64) {
             *word &= !(1 << (qid % 64));
         }
+        if self.reset_pending && self.num_io_queues() == 0 {
+            debug!(cntlid = self.cntlid, "controller reset complete");
+            self.reset_pending = false;
+        }
+    }
+
+    /// Whether a controller reset is waiting for I/O queues of the old generation to go.
+    pub fn reset_pending(&self) -> bool {
+        self.reset_pending
     }
 
     /// True if I/O queue `qid` is connected.
@@ -353,6 +373,19 @@ impl Controller {
         self.aer.post(AsyncEvent::DiscoveryLogChanged)
     }
 
+    /// The discovery log this host may see now has generation `genctr` (the exec layer asks
+    /// after every change of subsystems, listeners or hosts). When it differs from the log the
+    /// host last read, the change is reported like [`Controller::discovery_log_changed`]; a
+    /// change this host cannot see reports nothing.
+    pub fn discovery_log_generation(&mut self, genctr: u64) -> Option<AerCompletion> {
+        if self.kind != SubsystemKind::Discovery || genctr == self.disc_genctr {
+            return None;
+        }
+        self.disc_genctr = genctr;
+        debug!(cntlid = self.cntlid, hostnqn = %self.hostnqn, genctr, "discovery log changed");
+        self.discovery_log_changed()
+    }
+
     /// Removes a parked AER (for Abort). True if it was parked.
     pub fn cancel_aer(&mut self, cid: u16) -> bool {
         self.aer.cancel(cid)
@@ -384,6 +417,11 @@ impl Controller {
     ) -> AdminOutcome {
         if self.ka_deadline.is_some() {
             self.ka_deadline = self.kato_deadline(now);
+        }
+        if let Some(log) = &view.discovery_log
+            && self.disc_genctr == 0
+        {
+            self.disc_genctr = log.genctr;
         }
         let out = self.dispatch(view, sqe, data_out, now);
         if let AdminOutcome::Complete(c) = &out {
@@ -454,7 +492,12 @@ impl Controller {
         match sqe.fctype() {
             fctype::PROPERTY_GET => {
                 let p = PropertyCmd::from_sqe(sqe);
-                let v = self.regs.get(&p)?;
+                let mut v = self.regs.get(&p)?;
+                if self.reset_pending && p.offset == prop::CSTS {
+                    // The reset is not done while old I/O queues remain (as SPDK): a host
+                    // waiting for RDY = 0 cannot reconnect an I/O queue id still in use.
+                    v |= u64::from(csts::RDY);
+                }
                 Ok(Completion {
                     dw1: if p.size == Some(PropertySize::Eight) {
                         (v >> 32) as u32
@@ -469,6 +512,9 @@ impl Controller {
                 let effect = self.regs.set(&p)?;
                 match effect {
                     CcChange::Disabled => self.reset(),
+                    // Enabled again (too early or not): RDY is real now; the ids of old
+                    // queues still there stay taken.
+                    CcChange::Enabled => self.reset_pending = false,
                     CcChange::EnableFailed => {
                         warn!(
                             cntlid = self.cntlid,
@@ -491,11 +537,18 @@ impl Controller {
         }
     }
 
-    /// Controller reset (CC.EN 1→0): I/O queues and parked AERs are gone, the async event
-    /// configuration returns to its default. KATO and the granted queue count persist.
+    /// Controller reset (CC.EN 1→0): parked AERs are gone, the async event configuration
+    /// returns to its default, and the exec layer disconnects the I/O queues. Their ids stay
+    /// taken until each queue is gone ([`Controller::io_queue_closed`]), and CSTS.RDY reads 1
+    /// until then: an old queue going away late must not free the id of a reconnected one.
+    /// KATO and the granted queue count persist.
     fn reset(&mut self) {
-        debug!(cntlid = self.cntlid, "controller reset");
+        debug!(
+            cntlid = self.cntlid,
+            io_queues = self.num_io_queues(),
+            "controller reset"
+        );
         self.aer.reset();
-        self.io_queues.fill(0);
+        self.reset_pending = self.num_io_queues() > 0;
     }
 }

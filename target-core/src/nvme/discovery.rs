@@ -120,11 +120,12 @@ pub struct DiscoveryEntry<'a> {
     pub asqsz: u16,
     /// Entry flags.
     pub eflags: u16,
-    /// Transport service id (e.g. "4420"), NUL-padded to 32 bytes.
+    /// Transport service id (e.g. "4420"), space-padded to 32 bytes.
     pub trsvcid: &'a str,
     /// Subsystem NQN.
     pub subnqn: &'a str,
-    /// Transport address (never "0.0.0.0": use the address the host connected to).
+    /// Transport address (never "0.0.0.0": use the address the host connected to),
+    /// space-padded to 256 bytes.
     pub traddr: &'a str,
     /// Transport specific address subtype.
     pub tsas: Tsas,
@@ -167,10 +168,11 @@ impl<'a> DiscoveryEntry<'a> {
         le::put_u16(out, 6, self.cntlid);
         le::put_u16(out, 8, self.asqsz);
         le::put_u16(out, 10, self.eflags);
-        le::put_padded(out, 32, 32, self.trsvcid.as_bytes(), 0);
-        // Keep a terminating NUL inside the fields.
+        // TRSVCID and TRADDR are ASCII string fields: space-padded (as SPDK; libnvme strips
+        // the spaces). SUBNQN is an NQN: NUL-terminated inside its field.
+        le::put_padded(out, 32, 32, self.trsvcid.as_bytes(), b' ');
         le::put_padded(out, 256, NQN_FIELD_LEN - 1, self.subnqn.as_bytes(), 0);
-        le::put_padded(out, 512, 255, self.traddr.as_bytes(), 0);
+        le::put_padded(out, 512, 256, self.traddr.as_bytes(), b' ');
         match self.tsas {
             Tsas::None => {}
             Tsas::Rdma {
@@ -267,9 +269,9 @@ mod tests {
         let mut b = [0u8; 1024];
         e.encode(&mut b);
         assert_eq!(&b[0..12], &[1, 2, 2, 2, 2, 0, 0xFF, 0xFF, 32, 0, 0, 0]);
-        assert_eq!(&b[32..37], b"4421\0");
+        assert_eq!(&b[32..37], b"4421 ");
         assert_eq!(&b[256..278], b"nqn.2016-06.io.rtgt:b\0");
-        assert_eq!(&b[512..520], b"fe80::1\0");
+        assert_eq!(&b[512..520], b"fe80::1 ");
         assert_eq!(&b[768..771], &[1, 1, 1]);
         assert!(b[771..].iter().all(|&x| x == 0));
         let t = DiscoveryEntry {
@@ -280,6 +282,22 @@ mod tests {
         t.encode(&mut b);
         assert_eq!(b[0], 3);
         assert_eq!(b[768..772], [0, 0, 0, 0]);
+    }
+
+    /// Issue 13 item 12: TRSVCID and TRADDR were NUL-padded; they are ASCII string fields,
+    /// space-padded (as SPDK writes them; libnvme strips trailing spaces).
+    #[test]
+    fn trsvcid_and_traddr_are_space_padded() {
+        let mut b = [0u8; 1024];
+        entries()[1].encode(&mut b);
+        let mut want_svc = [b' '; 32];
+        want_svc[..4].copy_from_slice(b"4421");
+        assert_eq!(&b[32..64], &want_svc[..], "TRSVCID");
+        let mut want_addr = [b' '; 256];
+        want_addr[..7].copy_from_slice(b"fe80::1");
+        assert_eq!(&b[512..768], &want_addr[..], "TRADDR");
+        // SUBNQN stays NUL-terminated (an NQN, not an ASCII string field).
+        assert_eq!(b[256 + 21], 0);
     }
 
     #[test]
@@ -357,8 +375,9 @@ mod tests {
         e.trsvcid = &long;
         let mut b = [0u8; 1024];
         e.encode(&mut b);
-        assert_eq!(b[511], 0);
-        assert_eq!(b[767], 0);
+        assert_eq!(b[511], 0, "the NQN keeps its NUL");
+        assert_eq!(b[767], b'x', "TRADDR fills its 256 bytes");
+        assert_eq!(b[63], b'x');
         assert_eq!(b[64], 0, "trsvcid is 32 bytes");
     }
 }

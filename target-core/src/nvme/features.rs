@@ -1,8 +1,14 @@
 //! Set Features / Get Features (admin opcodes 0x09 / 0x0A).
 //!
 //! I/O controllers: Number of Queues, Async Event Configuration, Keep Alive Timer, Volatile Write
-//! Cache, Temperature Threshold, Host Identifier (get only). Discovery controllers: Keep Alive
-//! Timer and Async Event Configuration (discovery log change only). Nothing is saveable.
+//! Cache, Temperature Threshold, Host Identifier (get only), and the mandatory features whose
+//! values are fixed (get only; Set is Feature Not Changeable): Arbitration, Power Management,
+//! Error Recovery, Write Atomicity Normal. Discovery controllers: Keep Alive Timer and Async
+//! Event Configuration (discovery log change only). Nothing is saveable.
+//!
+//! nvmet answers the four fixed ones with Invalid Field on fabrics (its Arbitration is for the
+//! PCI target only); SPDK stores whatever the host sets. Here they report what the controller
+//! does, and cannot be changed.
 
 use std::time::Instant;
 
@@ -13,6 +19,22 @@ use super::view::{SubsystemKind, SubsystemView, TransportLimits};
 
 /// Default over-temperature threshold in Kelvin (= Identify WCTEMP).
 const DEFAULT_TEMP_OVER: u16 = 0x0157;
+
+/// The value of a feature that never changes, or `None`.
+///
+/// - Arbitration: burst 111b (no limit: every received command is started), weights 0 (CAP.AMS
+///   is round robin only, where weights do not apply).
+/// - Power Management: power state 0, the only one (NPSS 0); no workload hint.
+/// - Error Recovery: no time limit on error recovery (errors are never retried), deallocated
+///   blocks read without error (DULBE 0).
+/// - Write Atomicity Normal: DN 0, atomicity as AWUN/NAWUN report (one block).
+fn fixed_value(f: u8) -> Option<u32> {
+    match f {
+        fid::ARBITRATION => Some(0b111),
+        fid::POWER_MANAGEMENT | fid::ERROR_RECOVERY | fid::WRITE_ATOMICITY_NORMAL => Some(0),
+        _ => None,
+    }
+}
 
 /// Get Features SEL values.
 mod sel {
@@ -129,6 +151,7 @@ pub(super) fn set(
             Ok(Completion::ok(0))
         }
         fid::HOST_IDENTIFIER => Err(Status::COMMAND_SEQUENCE_ERROR),
+        f if fixed_value(f).is_some() => Err(Status::FEATURE_NOT_CHANGEABLE),
         _ => Err(Status::INVALID_FIELD),
     }
 }
@@ -168,7 +191,7 @@ pub(super) fn get(
         | fid::VOLATILE_WRITE_CACHE
         | fid::TEMPERATURE_THRESHOLD
         | fid::HOST_IDENTIFIER => !disc,
-        _ => false,
+        f => fixed_value(f).is_some() && !disc,
     };
     if !supported {
         return Err(Status::INVALID_FIELD);
@@ -235,7 +258,7 @@ pub(super) fn get(
             dst.copy_from_slice(&ctrl.hostid);
             return Ok(Completion::data(16));
         }
-        _ => return Err(Status::INVALID_FIELD),
+        f => fixed_value(f).ok_or(Status::INVALID_FIELD)?,
     };
     Ok(Completion::ok(dw0))
 }

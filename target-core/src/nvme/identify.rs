@@ -205,7 +205,9 @@ pub fn controller(ctrl: &Controller, view: &SubsystemView<'_>, b: &mut IdentifyD
     b[258] = 3; // ACL
     b[ctrl_off::AERL] = AERL;
     b[260] = 0x03; // FRMW: slot 1 read-only, one slot
-    b[ctrl_off::LPA] = 1 << 2; // extended data for Get Log Page
+    // Extended data for Get Log Page; the Commands Supported and Effects log (I/O controllers
+    // serve it). No per-namespace SMART (bit 0).
+    b[ctrl_off::LPA] = if disc { 1 << 2 } else { 1 << 1 | 1 << 2 };
     b[262] = (ERROR_LOG_ENTRIES - 1) as u8; // ELPE
     if !disc {
         le::put_u16(b, 266, 0x0157); // WCTEMP 343 K
@@ -258,8 +260,9 @@ pub fn controller(ctrl: &Controller, view: &SubsystemView<'_>, b: &mut IdentifyD
     le::put_u32(b, 2056, 0x4);
 }
 
-/// ONCS: Compare always; Dataset Management always (deallocation is advisory and becomes a
-/// no-op on a namespace that cannot unmap); Write Zeroes when every namespace supports it.
+/// ONCS: Compare always (every bdev that can read compares: natively, or by reading in the bdev
+/// channel); Dataset Management always (deallocation is advisory and becomes a no-op on a
+/// namespace that cannot unmap); Write Zeroes when every namespace supports it.
 pub fn oncs(view: &SubsystemView<'_>) -> u16 {
     let mut v = 1 << 0 | 1 << 2;
     if view.namespaces.iter().all(|n| n.supports_write_zeroes) {

@@ -71,6 +71,8 @@ pub(super) fn execute(
                 entries: &[],
             });
         log.read(g.offset, out);
+        // The host knows this generation now: only later changes are news to it.
+        ctrl.disc_genctr = log.genctr;
         if !g.rae {
             ctrl.aer.clear(AsyncEvent::DiscoveryLogChanged);
         }
@@ -94,9 +96,10 @@ pub(super) fn execute(
         }
         lid::ERROR => ctrl.errors.encode(&mut img),
         lid::SMART => {
+            // Controller-wide only (LPA bit 0 clear): any other NSID is Invalid Field.
             let nsid = sqe.nsid();
-            if nsid != 0 && nsid != NSID_ALL && view.namespace(nsid).is_none() {
-                return Err(Status::INVALID_NAMESPACE);
+            if nsid != 0 && nsid != NSID_ALL {
+                return Err(Status::INVALID_FIELD);
             }
             smart(ctrl, &mut img);
             512

@@ -21,6 +21,10 @@
 //! Events: [`Controller::ns_changed`] and [`Controller::discovery_log_changed`] may return an
 //! [`AerCompletion`] to send; [`Controller::keep_alive_expired`] tells when to tear the
 //! association down.
+//!
+//! Reservations: [`resv`] decodes Reservation Register/Report/Acquire/Release and runs them
+//! on the volume's shared [`crate::reservation::Reservation`]; [`resv_log`] keeps a
+//! controller's Reservation Notification log page (not wired into [`Controller`] yet).
 
 pub mod aer;
 pub mod cntlid;
@@ -34,6 +38,8 @@ pub mod io;
 pub mod log_page;
 pub mod nqn;
 pub mod regs;
+pub mod resv;
+pub mod resv_log;
 pub mod sgl;
 pub mod spec;
 pub mod sqe;

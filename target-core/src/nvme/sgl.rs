@@ -213,7 +213,9 @@ pub struct SglPolicy {
     pub in_capsule_capacity: u32,
     /// Maximum SGL descriptors per command (MSDBD, at least 1).
     pub msdbd: u8,
-    /// Largest total data length accepted; longer SGLs get Data SGL Length Invalid.
+    /// Largest total data length accepted (the transfer limit MDTS advertises); longer SGLs
+    /// get Invalid Field in Command, the status the base specification gives a transfer above
+    /// MDTS.
     pub max_len: u32,
 }
 
@@ -230,6 +232,9 @@ impl SglPolicy {
     }
 }
 
+/// The status of a transfer above `max_len` (MDTS): Invalid Field in Command.
+const TOO_LONG: Status = Status::INVALID_FIELD;
+
 /// Decodes SGL1 of `sqe`.
 ///
 /// `in_capsule` is whatever followed the 64-byte SQE in the received capsule (empty if nothing).
@@ -239,8 +244,10 @@ impl SglPolicy {
 /// - unsupported subtype of a known type: Invalid Field (0x02), as nvmet;
 /// - in-capsule data on a command that does not transfer host→controller: Invalid Field;
 /// - in-capsule offset beyond the capsule capacity: SGL Offset Invalid (0x16);
-/// - in-capsule data running past the capacity or past the bytes received, or a total length
-///   above `max_len`: Data SGL Length Invalid (0x0F);
+/// - in-capsule data running past the capacity or past the bytes received: Data SGL Length
+///   Invalid (0x0F);
+/// - a total length above `max_len` (a transfer above MDTS): Invalid Field (0x02) — SPDK
+///   answers Data SGL Length Invalid, the specification Invalid Field;
 /// - Last Segment list not a non-zero multiple of 16 bytes: Invalid SGL Segment Descriptor (0x0D);
 ///   more entries than MSDBD: Invalid Number of SGL Descriptors (0x0E); list outside the
 ///   received capsule: SGL Offset Invalid; non-keyed entries: SGL Descriptor Type Invalid.
@@ -271,7 +278,7 @@ pub fn parse_into(
             }
             let k = keyed(&d, st)?;
             if k.len > policy.max_len {
-                return Err(Status::DATA_SGL_LENGTH_INVALID);
+                return Err(TOO_LONG);
             }
             *out = if k.len == 0 {
                 DataSgl::None
@@ -291,7 +298,7 @@ pub fn parse_into(
             }
             let (offset, end) = in_capsule_range(&d, policy, in_capsule.len())?;
             if end - offset > u64::from(policy.max_len) {
-                return Err(Status::DATA_SGL_LENGTH_INVALID);
+                return Err(TOO_LONG);
             }
             *out = DataSgl::InCapsule {
                 // Both fit in u32: end <= in_capsule_capacity.
@@ -318,7 +325,7 @@ pub fn parse_into(
             }
             let len = d.length();
             if len > policy.max_len {
-                return Err(Status::DATA_SGL_LENGTH_INVALID);
+                return Err(TOO_LONG);
             }
             *out = if len == 0 {
                 DataSgl::None
@@ -397,7 +404,7 @@ fn keyed_list(d: &SglDescriptor, in_capsule: &[u8], policy: &SglPolicy) -> Resul
         }
     }
     if total > u64::from(policy.max_len) {
-        return Err(Status::DATA_SGL_LENGTH_INVALID);
+        return Err(TOO_LONG);
     }
     Ok(match out.len() {
         0 => DataSgl::None,
@@ -483,11 +490,9 @@ mod tests {
             parse(&cmd(io_opc::READ, d), &[], &policy()),
             Err(Status::INVALID_FIELD)
         );
+        // Above MDTS: Invalid Field.
         let s = cmd(io_opc::READ, SglDescriptor::keyed(0, MIB + 512, 1, false));
-        assert_eq!(
-            parse(&s, &[], &policy()),
-            Err(Status::DATA_SGL_LENGTH_INVALID)
-        );
+        assert_eq!(parse(&s, &[], &policy()), Err(Status::INVALID_FIELD));
         let mut tcp = policy();
         tcp.keyed = false;
         tcp.transport_data_block = true;
@@ -668,13 +673,10 @@ mod tests {
         ]);
         let s = cmd(io_opc::READ, SglDescriptor::last_segment_in_capsule(0, 32));
         assert_eq!(parse(&s, &bad, &policy()), Err(Status::SGL_TYPE_INVALID));
-        // Total too long.
+        // Total above MDTS.
         let big = list(&[SglDescriptor::keyed(0, KEYED_MAX_LEN, 1, false); 2]);
         let s = cmd(io_opc::READ, SglDescriptor::last_segment_in_capsule(0, 32));
-        assert_eq!(
-            parse(&s, &big, &policy()),
-            Err(Status::DATA_SGL_LENGTH_INVALID)
-        );
+        assert_eq!(parse(&s, &big, &policy()), Err(Status::INVALID_FIELD));
         // Wrong subtype of Last Segment.
         let s = cmd(
             io_opc::READ,

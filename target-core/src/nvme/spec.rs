@@ -136,6 +136,14 @@ pub mod lid {
 
 /// Feature identifiers.
 pub mod fid {
+    /// Arbitration.
+    pub const ARBITRATION: u8 = 0x01;
+    /// Power Management.
+    pub const POWER_MANAGEMENT: u8 = 0x02;
+    /// Error Recovery.
+    pub const ERROR_RECOVERY: u8 = 0x05;
+    /// Write Atomicity Normal.
+    pub const WRITE_ATOMICITY_NORMAL: u8 = 0x0A;
     /// Temperature Threshold.
     pub const TEMPERATURE_THRESHOLD: u8 = 0x04;
     /// Volatile Write Cache.

@@ -8,7 +8,7 @@ use super::discovery::{adrfam, eflags, subtype};
 use super::fabrics::build;
 use super::identify::ctrl_off;
 use super::regs::csts;
-use super::spec::{admin_opc, cns, fctype, fid, io_opc, le, lid, prop};
+use super::spec::{NSID_ALL, admin_opc, cns, fctype, fid, io_opc, le, lid, prop};
 use super::*;
 
 const HOSTNQN: &str = "nqn.2014-08.org.nvmexpress:uuid:0f0e0d0c-0b0a-0908-0706-050403020100";
@@ -335,7 +335,7 @@ fn linux_connect_sequence() {
     assert_eq!(id[ctrl_off::CNTRLTYPE], 1);
     assert_eq!(le::u16_at(&id, ctrl_off::OACS), 0);
     assert_eq!(id[ctrl_off::AERL], 3);
-    assert_eq!(id[ctrl_off::LPA], 0x04);
+    assert_eq!(id[ctrl_off::LPA], 0x06);
     assert_eq!(le::u16_at(&id, ctrl_off::KAS), 10);
     assert_eq!(id[512], 0x66);
     assert_eq!(id[513], 0x44);
@@ -559,9 +559,16 @@ fn reset_drops_queues_and_aers() {
     );
     assert_eq!(ctrl.parked_aers(), &[0x1F]);
     assert_eq!(prop_set(CC_EN0, &mut ctrl, &view), CcChange::Disabled);
-    assert_eq!(prop_get(prop::CSTS, false, &mut ctrl, &view), 0);
     assert!(ctrl.parked_aers().is_empty());
+    // The reset waits for the I/O queue the exec layer disconnects: its id stays taken and
+    // CSTS.RDY reads 1 until it is gone.
+    assert!(ctrl.reset_pending());
+    assert_eq!(ctrl.num_io_queues(), 1);
+    assert_eq!(prop_get(prop::CSTS, false, &mut ctrl, &view), 1);
+    ctrl.io_queue_closed(1);
+    assert!(!ctrl.reset_pending());
     assert_eq!(ctrl.num_io_queues(), 0);
+    assert_eq!(prop_get(prop::CSTS, false, &mut ctrl, &view), 0);
     // Admin commands are refused until re-enabled.
     assert_eq!(
         status(&mut ctrl, &view, identify(cns::CONTROLLER, 0), 4096),
@@ -571,6 +578,21 @@ fn reset_drops_queues_and_aers() {
     assert_eq!(ctrl.ns_changed(&[1]), None);
     assert_eq!(prop_set(CC_EN1, &mut ctrl, &view), CcChange::Enabled);
     assert!(t.io_queue(&mut ctrl, 1, 15).status.is_success());
+    // A host that enables again before the old queues are gone cannot reuse their ids.
+    assert_eq!(prop_set(CC_EN0, &mut ctrl, &view), CcChange::Disabled);
+    assert_eq!(prop_set(CC_EN1, &mut ctrl, &view), CcChange::Enabled);
+    assert_eq!(
+        t.io_queue(&mut ctrl, 1, 15).status,
+        Status::COMMAND_SEQUENCE_ERROR
+    );
+    assert!(!ctrl.reset_pending());
+    assert!(t.io_queue(&mut ctrl, 2, 15).status.is_success());
+    ctrl.io_queue_closed(1);
+    assert!(t.io_queue(&mut ctrl, 1, 15).status.is_success());
+    assert_eq!(
+        t.io_queue(&mut ctrl, 1, 15).status,
+        Status::COMMAND_SEQUENCE_ERROR
+    );
 }
 
 #[test]
@@ -1125,12 +1147,6 @@ fn log_page_edges() {
         status(&mut ctrl, &view, get_log(lid::SMART, 0, 512, 0, false), 508).linux(),
         0x400F
     );
-    // SMART for an inactive namespace; for an active one.
-    assert_eq!(
-        status(&mut ctrl, &view, get_log(lid::SMART, 2, 512, 0, false), 512),
-        Status::INVALID_NAMESPACE
-    );
-    assert!(status(&mut ctrl, &view, get_log(lid::SMART, 1, 512, 0, false), 512).is_success());
     // Firmware slot, supported pages, effects.
     let (_, fw) = run(
         &mut ctrl,
@@ -1165,6 +1181,80 @@ fn log_page_edges() {
             status(&mut ctrl, &view, get_log(l, 0, 512, 0, false), 512).linux(),
             0x4109,
             "lid {l:#x}"
+        );
+    }
+}
+
+/// Issue 13 item 12: LPA bit 1 was clear although the Commands Supported and Effects log
+/// (05h) is served, so hosts (Linux reads it at connect when the bit is set) never asked.
+#[test]
+fn lpa_bit_1_advertises_the_commands_supported_and_effects_log() {
+    let mut t = Tgt::new();
+    let now = Instant::now();
+    let mut ctrl = live_controller(&mut t, now);
+    let view = t.view();
+    let (_, id) = run(&mut ctrl, &view, identify(cns::CONTROLLER, 0), 4096, now);
+    assert_eq!(id[ctrl_off::LPA] & 0b10, 0b10, "LPA bit 1");
+    // What Linux then reads: NSID FFFFFFFFh, CSI 0 (NVM) in CDW14, 4 KiB.
+    let mut s = get_log(lid::CMD_EFFECTS, NSID_ALL, 4096, 0, false);
+    s.set_cdw(14, 0);
+    let (c, eff) = run(&mut ctrl, &view, s, 4096, now);
+    assert!(c.status.is_success());
+    assert_eq!(eff.len(), 4096);
+    assert_eq!(
+        le::u32_at(&eff, usize::from(admin_opc::IDENTIFY) * 4),
+        1,
+        "Identify: CSUPP"
+    );
+    assert_eq!(
+        le::u32_at(&eff, 1024 + usize::from(io_opc::READ) * 4),
+        1,
+        "Read: CSUPP"
+    );
+    // And the supported log pages say so too.
+    let (_, sup) = run(
+        &mut ctrl,
+        &view,
+        get_log(lid::SUPPORTED_LOG_PAGES, 0, 1024, 0, false),
+        1024,
+        now,
+    );
+    assert_eq!(le::u32_at(&sup, usize::from(lid::CMD_EFFECTS) * 4), 1);
+}
+
+/// Issue 13 item 12: the SMART / Health log for one NSID answered with the controller-wide
+/// data although LPA bit 0 (per-namespace SMART) is clear; the spec wants Invalid Field.
+#[test]
+fn smart_log_for_one_namespace_is_invalid_field_without_lpa_bit_0() {
+    let mut t = Tgt::new();
+    let now = Instant::now();
+    let mut ctrl = live_controller(&mut t, now);
+    let view = t.view();
+    let (_, id) = run(&mut ctrl, &view, identify(cns::CONTROLLER, 0), 4096, now);
+    assert_eq!(id[ctrl_off::LPA] & 1, 0, "no per-namespace SMART");
+    for nsid in [0, NSID_ALL] {
+        assert!(
+            status(
+                &mut ctrl,
+                &view,
+                get_log(lid::SMART, nsid, 512, 0, false),
+                512
+            )
+            .is_success(),
+            "controller-wide SMART with NSID {nsid:#x}"
+        );
+    }
+    // An active namespace, an inactive one, one above NN.
+    for nsid in [1, 2, 1000] {
+        assert_eq!(
+            status(
+                &mut ctrl,
+                &view,
+                get_log(lid::SMART, nsid, 512, 0, false),
+                512
+            ),
+            Status::INVALID_FIELD,
+            "SMART for NSID {nsid}"
         );
     }
 }
@@ -1411,7 +1501,7 @@ fn features() {
         ),
         Status::INVALID_FIELD
     );
-    for f in [0x01u8, 0x02, 0x0C, 0x0E, 0x16, 0x80, 0xFF] {
+    for f in [0x03u8, 0x08, 0x0C, 0x0E, 0x16, 0x80, 0xFF] {
         assert_eq!(
             status(&mut ctrl, &view, set_features(f, 0), 0),
             Status::INVALID_FIELD,
@@ -1421,6 +1511,48 @@ fn features() {
             status(&mut ctrl, &view, get_features(f, 0, 0), 0),
             Status::INVALID_FIELD,
             "get {f:#x}"
+        );
+    }
+}
+
+/// Issue 13 item 11: the mandatory features Arbitration (01h), Power Management (02h), Error
+/// Recovery (05h) and Write Atomicity Normal (0Ah) answered Get Features with Invalid Field.
+#[test]
+fn mandatory_features_arbitration_power_error_recovery_write_atomicity_answer() {
+    let mut t = Tgt::new();
+    let now = Instant::now();
+    let mut ctrl = live_controller(&mut t, now);
+    let view = t.view();
+    // (feature, value): Arbitration burst "no limit" with round robin only (CAP.AMS 0, so no
+    // weights); power state 0 of the single one (NPSS 0), no workload hint; no error recovery
+    // time limit, no deallocated-block error; Write Atomicity Normal as AWUN says.
+    for (f, value) in [(0x01u8, 0x7u32), (0x02, 0), (0x05, 0), (0x0A, 0)] {
+        for sel in 0..3 {
+            let (c, _) = run(&mut ctrl, &view, get_features(f, sel, 0), 0, now);
+            assert_eq!(c.status, Status::SUCCESS, "get {f:#x} sel {sel}");
+            assert_eq!(c.dw0, value, "get {f:#x} sel {sel}");
+        }
+        let (c, _) = run(&mut ctrl, &view, get_features(f, 3, 0), 0, now);
+        assert_eq!(
+            (c.status, c.dw0),
+            (Status::SUCCESS, 0),
+            "{f:#x}: neither saveable, namespace specific nor changeable"
+        );
+        assert_eq!(
+            status(&mut ctrl, &view, set_features(f, value), 0),
+            Status::FEATURE_NOT_CHANGEABLE,
+            "set {f:#x}"
+        );
+    }
+    // Prohibited on discovery controllers.
+    let (s, d) = admin_connect_capsule(0, DISCOVERY_NQN, 0);
+    let mut disc = t.admin_connect(&s, &d, now).0.unwrap();
+    let dv = t.disc_view();
+    assert_eq!(prop_set(CC_EN1, &mut disc, &dv), CcChange::Enabled);
+    for f in [0x01u8, 0x02, 0x05, 0x0A] {
+        assert_eq!(
+            status(&mut disc, &dv, get_features(f, 0, 0), 0),
+            Status::INVALID_FIELD
         );
     }
 }
@@ -1516,7 +1648,7 @@ fn discovery_session() {
     );
     assert_eq!(le::u16_at(&id, ctrl_off::CNTLID), ctrl.cntlid());
     assert_eq!(le::u32_at(&id, ctrl_off::OAES), 1 << 31);
-    assert_eq!(id[ctrl_off::LPA] & 4, 4);
+    assert_eq!(id[ctrl_off::LPA], 4, "no effects log on discovery");
     assert_eq!(le::u32_at(&id, ctrl_off::SGLS) & 4, 4);
     assert_eq!(le::u16_at(&id, ctrl_off::ICDOFF), 0);
     assert_eq!(le::u16_at(&id, ctrl_off::MAXCMD), 128);
@@ -1685,6 +1817,63 @@ fn persistent_discovery_kato_kept() {
     let (s, d) = admin_connect_capsule(0, SUBNQN, 0);
     let c = t.admin_connect(&s, &d, now).0.unwrap();
     assert_eq!(c.keep_alive_deadline(), None);
+}
+
+#[test]
+fn discovery_change_notices_follow_the_log_the_host_read() {
+    let mut t = Tgt::new();
+    let now = Instant::now();
+    let (s, d) = admin_connect_capsule(0, DISCOVERY_NQN, 30_000);
+    let mut ctrl = t.admin_connect(&s, &d, now).0.unwrap();
+    let view = t.disc_view();
+    assert_eq!(prop_set(CC_EN1, &mut ctrl, &view), CcChange::Enabled);
+    run(
+        &mut ctrl,
+        &view,
+        set_features(fid::ASYNC_EVENT_CONFIG, 1 << 31),
+        0,
+        now,
+    );
+    run(
+        &mut ctrl,
+        &view,
+        get_log(lid::DISCOVERY, 0, 1024, 0, false),
+        1024,
+        now,
+    );
+    assert_eq!(
+        ctrl.admin(&view, &aer(0x1F), &mut [], now),
+        AdminOutcome::Parked
+    );
+    // The same log: nothing to tell.
+    assert_eq!(ctrl.discovery_log_generation(t.genctr), None);
+    // A command built with a newer log does not count as having read it.
+    t.genctr += 1;
+    let newer = t.disc_view();
+    assert!(status(&mut ctrl, &newer, keep_alive(), 0).is_success());
+    let done = ctrl.discovery_log_generation(t.genctr).expect("notice");
+    assert_eq!(done.dw0, 0x0070_F002);
+    // Masked until the host reads the log with RAE = 0; then the next change is news.
+    assert_eq!(
+        ctrl.admin(&newer, &aer(0x2F), &mut [], now),
+        AdminOutcome::Parked
+    );
+    assert_eq!(ctrl.discovery_log_generation(t.genctr + 1), None);
+    run(
+        &mut ctrl,
+        &newer,
+        get_log(lid::DISCOVERY, 0, 1024, 0, false),
+        1024,
+        now,
+    );
+    assert_eq!(ctrl.discovery_log_generation(t.genctr), None);
+    assert_eq!(
+        ctrl.discovery_log_generation(t.genctr + 5).map(|a| a.cid),
+        Some(0x2F)
+    );
+    // I/O controllers never get it.
+    let mut io = live_controller(&mut t, now);
+    assert_eq!(io.discovery_log_generation(9), None);
 }
 
 #[test]

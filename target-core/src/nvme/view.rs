@@ -93,6 +93,22 @@ pub struct SubsystemView<'a> {
     pub discovery_log: Option<DiscoveryLog<'a>>,
 }
 
+impl SubsystemView<'static> {
+    /// A view with no namespaces, strings or discovery log, for commands that read none of
+    /// them (Keep Alive): the exec layer need not build the whole view for those.
+    pub fn bare(kind: SubsystemKind) -> Self {
+        SubsystemView {
+            kind,
+            serial: "",
+            model: "",
+            firmware: "",
+            max_namespaces: 0,
+            namespaces: &[],
+            discovery_log: None,
+        }
+    }
+}
+
 impl<'a> SubsystemView<'a> {
     /// The active namespace with this id.
     pub fn namespace(&self, nsid: u32) -> Option<&'a NamespaceView> {

@@ -23,7 +23,7 @@ use super::{FIRMWARE_REVISION, TransportInfo, discovery};
 use crate::bdev::{BdevIo, BdevOp, IoStatus};
 use crate::nvme::fabrics::check_admin_connect;
 use crate::nvme::sgl::{self, DataSgl};
-use crate::nvme::spec::{fctype, io_opc};
+use crate::nvme::spec::{admin_opc, fctype, io_opc};
 use crate::nvme::{
     AdminOutcome, Completion, ConnectReject, Controller, Cqe, Direction, IoCmd, NamespaceView, Sqe,
     Status, SubsystemKind, SubsystemView, io, parse_connect,
@@ -392,6 +392,9 @@ fn admin(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq, ctrl: &Arc<Nvmf
     let Some(sub_id) = q.subsystem else {
         return complete(q, req, Status::INTERNAL_ERROR);
     };
+    if is_keep_alive(&req.sqe) {
+        return keep_alive(cx, q, req, ctrl);
+    }
     match admit(cx, req, sub_id, AdmitKind::Mgmt) {
         Admission::Go => {}
         Admission::Queued => return Outcome::Queued,
@@ -465,6 +468,36 @@ fn admin(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq, ctrl: &Arc<Nvmf
             Outcome::Complete
         }
     }
+}
+
+/// Whether `sqe` is a Keep Alive.
+fn is_keep_alive(sqe: &Sqe) -> bool {
+    !sqe.is_fabrics() && sqe.opcode() == admin_opc::KEEP_ALIVE
+}
+
+/// Keep Alive reads nothing of the subsystem and only refreshes the controller's timer, so it
+/// runs without admission: it is never queued behind a pause. The keep-alive timer runs while a
+/// subsystem is paused, and a queued Keep Alive would let a pause longer than KATO end every
+/// healthy association of the subsystem.
+fn keep_alive(
+    cx: &mut ExecCtx<'_>,
+    q: &mut Queue,
+    req: &mut ExecReq,
+    ctrl: &Arc<NvmfCtrlr>,
+) -> Outcome {
+    let view = SubsystemView::bare(match ctrl.subsystem().kind() {
+        SubsystemType::Discovery => SubsystemKind::Discovery,
+        SubsystemType::Nvme => SubsystemKind::Nvm,
+    });
+    let (sqe, now) = (req.sqe, cx.now);
+    let c = match ctrl.with(|c| c.admin(&view, &sqe, &mut [], now)) {
+        AdminOutcome::Complete(c) => c,
+        // Keep Alive never parks nor aborts.
+        _ => Completion::err(Status::INTERNAL_ERROR),
+    };
+    req.cqe = c.cqe(&sqe, q.sqhd());
+    req.data_len = 0;
+    Outcome::Complete
 }
 
 fn io_cmd(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) -> Outcome {
@@ -710,7 +743,6 @@ pub fn is_read(sqe: &Sqe) -> bool {
 mod tests {
     use super::*;
     use crate::nvme::sgl::SglDescriptor;
-    use crate::nvme::spec::admin_opc;
     use crate::reactor::ReactorCtx;
     use fabric::mem::IoBuf;
 
@@ -811,6 +843,45 @@ mod tests {
         req.reset(11, s);
         assert_eq!(begin(&t, &mut q, &mut req, &[], 4096), Ok(Direction::None));
         assert!(!req.is_admitted());
+    }
+
+    /// Issue 13 item 12: a transfer above MDTS got Data SGL Length Invalid; the base
+    /// specification (MDTS) wants Invalid Field in Command.
+    #[test]
+    fn a_transfer_above_mdts_is_invalid_field() {
+        let t = info();
+        let max = t.limits.max_io_size;
+        let mut q = Queue::detached(1);
+        let mut req = ExecReq::new(1);
+        // A read of twice MDTS: one keyed descriptor, then the same as a keyed list.
+        let mut s = Sqe::new(io_opc::READ, 1);
+        s.set_nsid(1).set_cdw(12, 2 * max / 512 - 1);
+        s.set_sgl1(SglDescriptor::keyed(0x1000, 2 * max, 9, false));
+        req.reset(1, s);
+        assert_eq!(
+            begin(&t, &mut q, &mut req, &[], 4096),
+            Err(Status::INVALID_FIELD)
+        );
+        let mut list = [0u8; 32];
+        list[..16].copy_from_slice(&SglDescriptor::keyed(0x1000, max, 9, false).0);
+        list[16..].copy_from_slice(&SglDescriptor::keyed(0x9000, 512, 9, false).0);
+        let mut s = Sqe::new(io_opc::WRITE, 2);
+        s.set_sgl1(SglDescriptor::last_segment_in_capsule(0, 32));
+        req.reset(2, s);
+        let mut t16 = info();
+        t16.limits.msdbd = 16;
+        assert_eq!(
+            begin(&t16, &mut q, &mut req, &list, 4096),
+            Err(Status::INVALID_FIELD)
+        );
+        // Exactly MDTS is fine.
+        let mut s = Sqe::new(io_opc::READ, 3);
+        s.set_sgl1(SglDescriptor::keyed(0x1000, max, 9, false));
+        req.reset(3, s);
+        assert_eq!(
+            begin(&t, &mut q, &mut req, &[], 4096),
+            Ok(Direction::ControllerToHost)
+        );
     }
 
     #[test]

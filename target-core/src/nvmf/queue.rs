@@ -10,7 +10,7 @@ use super::TransportInfo;
 use super::ctrlr::{NvmfCtrlr, QueueRef};
 use super::exec::AerDone;
 use crate::nvme::{Cqe, SglPolicy, Sqe, Status, SubsystemKind};
-use crate::target::{AdrFam, ListenAddr, PgCore};
+use crate::target::{AdrFam, ListenAddr, PgCore, SubsystemType, Target};
 
 /// What a queue is, once connected.
 #[derive(Debug, Clone)]
@@ -209,6 +209,25 @@ impl Queue {
                     cid: a.cid,
                     cqe: a.cqe(self.sqhd()),
                 })
+            }
+            _ => None,
+        }
+    }
+
+    /// Subsystems, listeners or hosts changed: for the admin queue of a discovery controller,
+    /// rebuilds the log its host sees and, if it differs from the one the host last saw,
+    /// returns the parked AER to complete now with the discovery log change notice.
+    pub fn discovery_changed(&self, target: &Arc<Target>) -> Option<AerDone> {
+        match &self.role {
+            QueueRole::Admin(c)
+                if !self.closing && c.subsystem().kind() == SubsystemType::Discovery =>
+            {
+                let genctr = super::discovery::build(target, c.hostnqn(), self).genctr;
+                c.with(|c| c.discovery_log_generation(genctr))
+                    .map(|a| AerDone {
+                        cid: a.cid,
+                        cqe: a.cqe(self.sqhd()),
+                    })
             }
             _ => None,
         }

@@ -10,6 +10,12 @@
 //! `mode` (MODE SENSE), `capacity` (READ CAPACITY), [`rw`] (media access, UNMAP parameter
 //! lists), `rsoc` (REPORT SUPPORTED OPERATION CODES).
 //!
+//! Reservations and task semantics (sans-I/O, not yet called from [`execute`]): [`pr_in`] /
+//! [`pr_out`] (PERSISTENT RESERVE IN/OUT over the volume's shared
+//! [`crate::reservation::Reservation`]), [`reserve`] (RESERVE/RELEASE(6/10)), [`pr_access`]
+//! (which commands a reservation can refuse), [`ua`] (the per-nexus unit attention queue),
+//! [`caw`] (COMPARE AND WRITE and its MISCOMPARE sense).
+//!
 //! ## Data-in lengths
 //!
 //! For commands that return parameter data the device server builds the full data, then
@@ -23,16 +29,22 @@
 
 mod buf;
 mod capacity;
+pub mod caw;
 pub mod cdb;
 mod inquiry;
 pub mod lu;
 pub mod lun;
 mod mode;
+pub mod pr_access;
+pub mod pr_in;
+pub mod pr_out;
+pub mod reserve;
 mod rsoc;
 pub mod rw;
 pub mod sense;
 #[cfg(test)]
 mod tests;
+pub mod ua;
 
 pub use inquiry::{PERIPHERAL_NOT_PRESENT, STANDARD_INQUIRY_LEN, SUPPORTED_VPD};
 pub use lu::{LogicalUnit, LuError, NaaId, PROTOCOL_ID_SRP, TargetPort};

@@ -549,6 +549,7 @@ impl Target {
             )));
         }
         tracing::info!("subsystem {} created", p.nqn);
+        self.discovery_changed();
         Ok(sub)
     }
 
@@ -576,6 +577,7 @@ impl Target {
         }
         self.forget_subsystem(&sub);
         tracing::info!("subsystem {nqn} deleted");
+        self.discovery_changed();
         Ok(())
     }
 
@@ -639,8 +641,9 @@ impl Target {
                 f,
             },
         )
-        .await
-        .map(|_| ())
+        .await?;
+        self.discovery_changed();
+        Ok(())
     }
 
     /// Removes a listener from a subsystem (stopping the transport listener when unused).
@@ -674,8 +677,9 @@ impl Target {
                 f,
             },
         )
-        .await
-        .map(|_| ())
+        .await?;
+        self.discovery_changed();
+        Ok(())
     }
 
     // ----- namespaces -----
@@ -823,6 +827,8 @@ impl Target {
             )));
         }
         c.hosts.push(host.to_string());
+        drop(c);
+        self.discovery_changed();
         Ok(())
     }
 
@@ -840,6 +846,7 @@ impl Target {
             }
         }
         self.disconnect_host(&sub, host).await;
+        self.discovery_changed();
         Ok(())
     }
 
@@ -866,7 +873,23 @@ impl Target {
     pub async fn allow_any_host(self: &Arc<Self>, nqn: &str, allow: bool) -> Result<(), CoreError> {
         let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
         sub.config.write().allow_any_host = allow;
+        self.discovery_changed();
         Ok(())
+    }
+
+    /// What a discovery host may see changed (a subsystem, a listener, an allowed host): every
+    /// poll group tells its discovery controllers, which notify their hosts when the log they
+    /// see differs from the one they saw. Sent after the change is in place; not awaited.
+    fn discovery_changed(&self) {
+        let sent = self.reactors.for_each_reactor(
+            |ctx| {
+                with_poll_group(ctx, PollGroup::discovery_changed);
+            },
+            |_| {},
+        );
+        if let Err(e) = sent {
+            tracing::debug!("cannot tell the poll groups of a discovery change: {e}");
+        }
     }
 
     // ----- pause / resume -----

@@ -53,7 +53,7 @@ pub struct NsInfo {
     pub unmap: bool,
     /// Write zeroes supported.
     pub write_zeroes: bool,
-    /// Compare supported.
+    /// Compare supported (natively or by reading).
     pub compare: bool,
     /// Writes supported (false for a read-only bdev).
     pub writable: bool,
@@ -73,7 +73,7 @@ impl NsInfo {
             write_cache: b.write_cache(),
             unmap: b.supports(IoType::Unmap),
             write_zeroes: b.supports(IoType::WriteZeroes),
-            compare: b.supports(IoType::Compare),
+            compare: b.can_compare(),
             writable: b.supports(IoType::Write),
         }
     }
@@ -695,6 +695,12 @@ impl PollGroup {
             pending |= t.arm(&mut self.core);
         }
         pending
+    }
+
+    pub(crate) fn discovery_changed(&mut self) {
+        for t in self.transports.iter_mut().flatten() {
+            t.discovery_changed(&mut self.core);
+        }
     }
 
     pub(crate) fn disconnect_host(&mut self, subsystem: u32, host: &str) {

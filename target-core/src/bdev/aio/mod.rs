@@ -213,6 +213,8 @@ impl Bdev for AioBdev {
         match io {
             IoType::Write | IoType::WriteZeroes | IoType::Unmap if self.params.readonly => false,
             IoType::WriteZeroes | IoType::Unmap => self.params.fallocate || self.block_device,
+            // The channel compares by reading (asynchronously, without allocating).
+            IoType::Compare => false,
             _ => true,
         }
     }
@@ -337,34 +339,8 @@ pub(crate) fn execute_sync(file: &AioFile, io: &mut super::BdevIo) -> super::IoS
             }
             IoStatus::Success
         }
-        BdevOp::Compare {
-            offset_blocks,
-            num_blocks,
-        } => {
-            let mut pos = offset_blocks * bs;
-            let mut left = (num_blocks * bs) as usize;
-            let mut media = vec![0u8; 64 * 1024];
-            for b in io.bufs.iter() {
-                if left == 0 {
-                    break;
-                }
-                let n = b.len().min(left);
-                let mut done = 0;
-                while done < n {
-                    let k = (n - done).min(media.len());
-                    if let Err(e) = fd.read_exact_at(&mut media[..k], pos + done as u64) {
-                        return status(Err(e));
-                    }
-                    if media[..k] != b.as_slice()[done..done + k] {
-                        return IoStatus::Miscompare;
-                    }
-                    done += k;
-                }
-                pos += n as u64;
-                left -= n;
-            }
-            IoStatus::Success
-        }
+        // Not supported: the channel compares by reading.
+        BdevOp::Compare { .. } => IoStatus::Unsupported,
         BdevOp::Flush => status(fd.sync_data()),
         BdevOp::WriteZeroes {
             offset_blocks,

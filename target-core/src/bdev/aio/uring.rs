@@ -70,6 +70,8 @@ impl BdevChannel for UringChannel {
         }
         let bs = u64::from(self.file.block_size);
         let data_len = io.op.range().map_or(0, |(_, n)| (n * bs) as usize);
+        // Compare never gets here (the channel compares by reading); if it did, it would be
+        // answered at once as unsupported.
         if matches!(io.op, BdevOp::Compare { .. })
             || (io.op.has_data() && !direct_ok(&self.file, &io.bufs, data_len))
         {
@@ -131,7 +133,7 @@ impl BdevChannel for UringChannel {
                 .offset(offset_blocks * bs)
                 .mode(libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE)
                 .build(),
-            BdevOp::Compare { .. } => unreachable!("compare runs synchronously above"),
+            BdevOp::Compare { .. } => unreachable!("compare is answered above"),
         }
         .user_data(key);
         // SAFETY: the iovec array and the buffers it points at live in the slab entry, which
