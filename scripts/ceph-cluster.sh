@@ -132,6 +132,9 @@ osd_crush_chooseleaf_type = 0
 mon_allow_pool_size_one = true
 mon_allow_pool_delete = true
 mon_warn_on_pool_no_redundancy = false
+# The machine's disk is shared and often nearly full; the monitor's store is tiny.
+mon_data_avail_crit = 1
+mon_data_avail_warn = 2
 ms_bind_msgr1 = false
 EOF
 }
@@ -160,12 +163,13 @@ do_start() {
     ceph-authtool --create-keyring "$dir/ceph.client.admin.keyring" --gen-key -n client.admin \
       --cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' >/dev/null
     ceph-authtool "$dir/mon.keyring" --import-keyring "$dir/ceph.client.admin.keyring" >/dev/null
-    monmaptool --create --add a "v2:$addr:$port" --fsid "$fsid" "$dir/monmap" >/dev/null
+    monmaptool --create --clobber --add a "v2:$addr:$port" --fsid "$fsid" "$dir/monmap" >/dev/null
     in_ns ceph-mon --conf "$conf" --mkfs -i a --monmap "$dir/monmap" --keyring "$dir/mon.keyring"
     if start_mon && cli ceph mon stat >/dev/null 2>&1; then
       break
     fi
     stop_daemon mon.a
+    grep -h -- ' -1 ' "$dir/log/mon.a.log" "$dir/log/mon.a.stderr" 2>/dev/null | tail -n 3 >&2 || true
     [ -z "$fixed_port" ] || die "the monitor did not start on $addr:$port (see $dir/log/mon.a.log)"
     say "monitor did not come up on port $port; trying another"
   done

@@ -42,9 +42,11 @@ extern "C" fn stop_at_exit() {
 pub fn cluster_with(tag: &str, extra: &[&str]) -> &'static TestCluster {
     CLUSTER.get_or_init(|| {
         let dir = format!("/tmp/rtgt-rbd-{tag}-{}", std::process::id());
-        DIR.set(dir.clone()).expect("set once");
-        // SAFETY: registers a plain extern "C" function with no arguments.
-        unsafe { libc::atexit(stop_at_exit) };
+        // A second caller after a failed start tries again (and fails with the same message).
+        if DIR.set(dir.clone()).is_ok() {
+            // SAFETY: registers a plain extern "C" function with no arguments.
+            unsafe { libc::atexit(stop_at_exit) };
+        }
         let start = Instant::now();
         let out = Command::new(script())
             .arg("start")
