@@ -569,3 +569,79 @@ fn verified_io_under_send_queue_and_buffer_pressure() {
     let srp = srp(&fx);
     assert_eq!(srp["waiting_for_buffers"], 0, "{srp}");
 }
+
+/// The SRP poll group counters of poll group `pg`.
+fn srp_pg(fx: &SrpFixture, pg: usize) -> serde_json::Value {
+    fx.stats()["poll_groups"][pg]["transports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["trtype"] == "SRP")
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn immediate_data_ring_buffer_returns_to_ring_on_early_answer() {
+    // Immediate-data writes keep their data in the receive-ring buffer it arrived in. With the
+    // backend refusing submissions they wait in the target to be submitted, holding those
+    // buffers; ABORT TASK SET then ends them without a response. Each ring buffer must go back
+    // to its ring and be reposted: not into the data pool (another size, another
+    // registration), and not parked unposted.
+    let fx = SrpFixture::new(1, json!({"max_queue_depth": 16}), 2, 8192);
+    let (nsid, gate) = fx.gated("Gate0", 1024);
+    let lun = (nsid - 1) as u16;
+    let mut i = fx.login(INI);
+    assert!(i.immediate());
+    let total = srp_pg(&fx, 0)["devices"][0]["total_data_buffers"].clone();
+    gate.refuse(true);
+    let n = 12usize;
+    for k in 0..n {
+        let off = k * 4096;
+        i.mem()[off..off + 4096].copy_from_slice(&pattern(k as u64, 4096));
+        i.command(
+            lun,
+            &rw10(0x2a, (k * 8) as u32, 8),
+            &Data::Out(vec![(off, 4096)]),
+            Layout::Immediate,
+            false,
+        )
+        .unwrap();
+    }
+    fx.wait_until("every write waiting to be submitted", |f| {
+        f.qpairs()[0]["outstanding"] == n && gate.refused() >= n
+    });
+    let tm = i
+        .task_mgmt(lun, transport_srp::proto::TaskMgmt::AbortTaskSet)
+        .unwrap();
+    let r = i.wait(tm).unwrap();
+    assert_eq!(r.tm, Some(transport_srp::proto::TmResponse::Complete));
+    gate.refuse(false);
+    assert!(
+        i.next_response(Duration::from_millis(100))
+            .unwrap()
+            .is_none(),
+        "an aborted write was answered"
+    );
+    // Nothing outstanding: the ring is whole and posted, the pool holds its own buffers.
+    fx.wait_until("the aborted writes gone", |f| {
+        f.qpairs()[0]["outstanding"] == 0
+    });
+    let d = &srp_pg(&fx, 0)["devices"][0];
+    assert_eq!(
+        d["free_data_buffers"], total,
+        "data pool after {n} aborted immediate-data writes: {d}"
+    );
+    let c = &fx.qpairs()[0];
+    assert_eq!(
+        c["receives_posted"], c["receive_slots"],
+        "receive ring after {n} aborted immediate-data writes: {c}"
+    );
+    // A full window of immediate-data writes and reads with every buffer still works.
+    verify_at(&mut i, 14, 77);
+    fx.wait_until("every data buffer home", |f| {
+        srp_pg(f, 0)["devices"][0]["free_data_buffers"] == total
+    });
+    let c = &fx.qpairs()[0];
+    assert_eq!(c["receives_posted"], c["receive_slots"], "{c}");
+}

@@ -175,6 +175,8 @@ impl Chan {
             "max_ti_iu_len": self.max_ti,
             "immediate_data": self.imm_off.is_some(),
             "srq": self.srq,
+            "receive_slots": self.recv.len(),
+            "receives_posted": self.recv_posted,
             "qp_num": self.qp_num,
             "commands": self.stats.commands,
             "task_management": self.stats.task_mgmt,

@@ -151,6 +151,23 @@ impl Req {
     }
 }
 
+/// Puts the receive-ring buffer a request lent to its I/O (immediate data: the last buffer
+/// of the I/O) back into its ring slot, so that it is reposted with the request's receive.
+fn return_lent_recv(ring: &mut [Option<IoBuf>], r: &mut Req) {
+    if !r.recv_lent {
+        return;
+    }
+    r.recv_lent = false;
+    if let (Some(RecvRef::Ring(s)), Some(io)) = (r.recv, r.io.as_mut())
+        && let Some(mut b) = io.bufs.pop()
+    {
+        b.reset();
+        if let Some(x) = ring.get_mut(s as usize) {
+            *x = Some(b);
+        }
+    }
+}
+
 /// Which tasks a task management request aborts, on any poll group.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct AbortSpec {
@@ -905,18 +922,8 @@ impl SrpPg {
         let status = io.status;
         let done_op = io.op;
         r.io = Some(io);
-        if r.recv_lent {
-            // Immediate data: the receive buffer comes home.
-            r.recv_lent = false;
-            if let (Some(RecvRef::Ring(s)), Some(io)) = (r.recv, r.io.as_mut())
-                && let Some(mut b) = io.bufs.pop()
-            {
-                b.reset();
-                if let Some(x) = c.recv.get_mut(s as usize) {
-                    *x = Some(b);
-                }
-            }
-        }
+        // Immediate data: the receive buffer comes home.
+        return_lent_recv(&mut c.recv, r);
         let Some(op) = r.op else {
             return;
         };
@@ -1063,7 +1070,9 @@ impl SrpPg {
         send.solicited = solicited;
         self.wrs.push(send);
         c.reqs[slot as usize].stage = Stage::Sending;
-        // Repost the receive buffer before the response hands the credit back.
+        // Repost the receive buffer before the response hands the credit back (a write
+        // answered before its immediate data reached the bdev still holds it in its I/O).
+        return_lent_recv(&mut c.recv, &mut c.reqs[slot as usize]);
         if let Some(rref) = c.reqs[slot as usize].recv.take() {
             self.recycle_recv(key, rref);
         }
@@ -1198,6 +1207,8 @@ impl SrpPg {
         if r.aborted && !responded {
             c.stats.aborted += 1;
         }
+        // A ring buffer lent for immediate data goes back to its ring, never to the pool.
+        return_lent_recv(&mut c.recv, r);
         let d = &mut self.devs[dev];
         if let Some(io) = r.io.as_mut() {
             for mut b in io.bufs.drain(..) {
