@@ -53,6 +53,9 @@
 //! - descriptor errors answer CHECK CONDITION, INVALID FIELD IN COMMAND INFORMATION UNIT
 //!   (SCST's choice; ib_srpt answers BUSY); indirect descriptors whose table is not in the IU
 //!   (ib_srp's `allow_ext_sg=1`) are refused that way too;
+//! - a transfer needing more RDMA work requests than the send queue holds (a small `sq_size`,
+//!   many descriptors) goes in rounds of what the queue has room for; ib_srpt drops such a
+//!   response ("IB send queue full") and the initiator recovers only by its timeout;
 //! - aborted tasks (ABORT TASK, ABORT TASK SET, CLEAR TASK SET, LOGICAL UNIT RESET across
 //!   every channel and poll group) get no response; the TM response waits until they are
 //!   gone from the bdev and the wire.

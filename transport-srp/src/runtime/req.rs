@@ -2,6 +2,11 @@
 //! (data-in) → SRP_RSP; an SRP_TSK_MGMT plans its aborts, waits for the aborted tasks to be
 //! gone on every poll group concerned, and answers.
 //!
+//! A transfer that needs more RDMA work requests than the channel's send-queue budget (a small
+//! `sq_size`, a command with many descriptors) goes out in rounds: each round posts what the
+//! send queue has room for, its last work request signaled, and the next round starts when it
+//! completes. The response SEND goes with the last round of data-in.
+//!
 //! A request owns its receive buffer (the IU, and immediate data, stay where they landed)
 //! until its response is posted; the buffer is reposted just before the SEND that returns the
 //! credit. Data buffers come from the device pool and go back once the response's SEND (which
@@ -38,6 +43,9 @@ pub(super) enum Stage {
     Fetch,
     /// RDMA READs in flight.
     Reading,
+    /// A round of data-in RDMA WRITEs in flight, before the round that carries the response
+    /// (a transfer larger than the send-queue budget).
+    Writing,
     /// Ready to submit the next bdev operation (or waiting for buffers / a busy backend).
     Submit,
     /// A bdev operation in flight.
@@ -79,6 +87,8 @@ pub(super) struct Req {
     cursor: u64,
     ws_mode: u8,
     pub sq_wrs: u32,
+    /// The transfer's next work request to post, when it goes in rounds (0: from the start).
+    xfer_next: u32,
     recv_lent: bool,
     aborted: bool,
     waiting_buf: bool,
@@ -124,6 +134,7 @@ impl Req {
             cursor: 0,
             ws_mode: 0,
             sq_wrs: 0,
+            xfer_next: 0,
             recv_lent: false,
             aborted: false,
             waiting_buf: false,
@@ -149,6 +160,21 @@ impl Req {
         self.status = ScsiStatus::CheckCondition as u8;
         self.sense = Some(sense);
     }
+}
+
+/// How many of a transfer's `left` work requests to post now, with `used` of the channel's
+/// `budget` send slots taken, and whether this is the last round; `None` to wait for slots.
+/// `respond`: the response SEND follows the last round (it is counted, not included). A
+/// transfer that fits the budget goes whole (waiting until it fits); one that never can goes
+/// in rounds of what is free, the response in a round of its own if need be.
+fn round(used: u32, budget: u32, left: usize, respond: bool) -> Option<(usize, bool)> {
+    let room = budget.saturating_sub(used) as usize;
+    let whole = left + usize::from(respond);
+    if whole <= budget as usize {
+        return (whole <= room).then_some((left, true));
+    }
+    let k = left.min(room);
+    (room > 0).then_some((k, !respond && k == left))
 }
 
 /// Puts the receive-ring buffer a request lent to its I/O (immediate data: the last buffer
@@ -637,19 +663,25 @@ impl SrpPg {
                 true
             }
             Ok(n) => {
-                if c.sq_used + n as u32 > c.sq_budget() {
+                let start = c.reqs[slot as usize].xfer_next as usize;
+                let Some((k, _)) = round(c.sq_used, c.sq_budget(), n - start, false) else {
                     let serial = c.reqs[slot as usize].serial;
                     c.sq_wait.push_back((slot, serial));
                     return false;
-                }
+                };
+                self.wrs.truncate(start + k);
+                self.wrs.drain(..start);
                 if let Some(w) = self.wrs.last_mut() {
                     w.signaled = true;
                 }
                 let r = &mut c.reqs[slot as usize];
                 r.stage = Stage::Reading;
-                r.moved_out = bytes;
-                c.stats.write_bytes += bytes;
-                self.post(core, key, slot, n as u32);
+                if start == 0 {
+                    r.moved_out = bytes;
+                    c.stats.write_bytes += bytes;
+                }
+                r.xfer_next = if start + k < n { (start + k) as u32 } else { 0 };
+                self.post(core, key, slot, k as u32);
                 false
             }
         }
@@ -1018,11 +1050,28 @@ impl SrpPg {
                 r.check(Sense::invalid_field_in_command_iu());
             }
         }
-        let n = self.wrs.len() as u32 + 1;
-        if c.sq_used + n > c.sq_budget() {
+        // Data-in already written in earlier rounds, and what this round may post.
+        let start = (c.reqs[slot as usize].xfer_next as usize).min(self.wrs.len());
+        let left = self.wrs.len() - start;
+        let Some((k, last)) = round(c.sq_used, c.sq_budget(), left, true) else {
             c.sq_wait.push_back((slot, serial));
             return false;
+        };
+        self.wrs.truncate(start + k);
+        self.wrs.drain(..start);
+        if !last {
+            // A round of data-in only; the response follows with the last one.
+            if let Some(w) = self.wrs.last_mut() {
+                w.signaled = true;
+            }
+            let r = &mut c.reqs[slot as usize];
+            r.stage = Stage::Writing;
+            r.xfer_next = (start + k) as u32;
+            self.post(core, key, slot, k as u32);
+            return false;
         }
+        c.reqs[slot as usize].xfer_next = 0;
+        let n = k as u32 + 1;
         // The response.
         let r = &c.reqs[slot as usize];
         let delta = c.sm.credits_mut().response_delta();
@@ -1104,10 +1153,20 @@ impl SrpPg {
             c.sq_used = c.sq_used.saturating_sub(r.sq_wrs);
             r.sq_wrs = 0;
             match r.stage {
+                Stage::Reading | Stage::Writing if r.aborted => {
+                    return self.maybe_finish_aborted(core, key, slot);
+                }
+                Stage::Reading if r.xfer_next > 0 => {
+                    // The next round of the data-out.
+                    r.stage = Stage::Fetch;
+                    self.drive(core, key, slot);
+                }
+                Stage::Writing => {
+                    // The next round of the data-in (and the response with the last).
+                    r.stage = Stage::Respond;
+                    self.drive(core, key, slot);
+                }
                 Stage::Reading => {
-                    if r.aborted {
-                        return self.maybe_finish_aborted(core, key, slot);
-                    }
                     if !matches!(r.op, Some(ScsiIo::Write { .. })) {
                         r.param = r.io.as_mut().and_then(|io| io.bufs.pop());
                     }
@@ -1185,7 +1244,10 @@ impl SrpPg {
         };
         if r.aborted
             && r.sq_wrs == 0
-            && matches!(r.stage, Stage::Reading | Stage::Submit | Stage::Sending)
+            && matches!(
+                r.stage,
+                Stage::Reading | Stage::Writing | Stage::Submit | Stage::Sending
+            )
         {
             let responded = r.stage == Stage::Sending;
             self.finish(core, key, slot, responded);
@@ -1486,7 +1548,7 @@ impl SrpPg {
         r.aborted = true;
         match r.stage {
             Stage::Free => false,
-            Stage::Reading | Stage::Bdev | Stage::Sending => {
+            Stage::Reading | Stage::Writing | Stage::Bdev | Stage::Sending => {
                 if let Some(w) = w
                     && r.waiters.try_push(w).is_ok()
                     && let Some(x) = self.waiters.get_mut(w as usize)
@@ -1549,4 +1611,34 @@ fn facts(n: Option<&target_core::target::NsInfo>) -> Option<Facts> {
         unmap: n.unmap,
         write_zeroes: n.write_zeroes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round;
+
+    #[test]
+    fn transfers_go_whole_when_they_fit_and_in_rounds_when_they_never_can() {
+        // Fits the budget of 12: all or nothing (8 READs; 8 WRITEs and the response).
+        assert_eq!(round(0, 12, 8, false), Some((8, true)));
+        assert_eq!(round(5, 12, 8, false), None);
+        assert_eq!(round(4, 12, 8, false), Some((8, true)));
+        assert_eq!(round(3, 12, 8, true), Some((8, true)));
+        assert_eq!(round(4, 12, 8, true), None);
+        // Exactly the budget with the response.
+        assert_eq!(round(0, 12, 11, true), Some((11, true)));
+        // Never fits: what is free now, at least one slot; the response in a later round.
+        assert_eq!(round(0, 12, 12, true), Some((12, false)));
+        assert_eq!(round(0, 12, 12, false), Some((12, true)));
+        assert_eq!(round(0, 12, 13, false), Some((12, false)));
+        assert_eq!(round(0, 12, 100, false), Some((12, false)));
+        assert_eq!(round(9, 12, 100, true), Some((3, false)));
+        assert_eq!(round(12, 12, 100, true), None);
+        assert_eq!(round(13, 12, 100, false), None);
+        // The last round of data-in with its response fits again: it goes whole.
+        assert_eq!(round(0, 12, 4, true), Some((4, true)));
+        // Nothing left to write: the response alone.
+        assert_eq!(round(11, 12, 0, true), Some((0, true)));
+        assert_eq!(round(12, 12, 0, true), None);
+    }
 }
