@@ -296,6 +296,20 @@ impl Credits {
         self.target_request_outstanding = false;
     }
 
+    /// A target-initiated IU carrying `delta` never reached the initiator: posting it failed,
+    /// or its SEND completed in error. `cred_req`: it was the SRP_CRED_REQ whose delta
+    /// [`Credits::take_cred_req`] gave; otherwise the answer to an overrun
+    /// ([`Credits::overrun_delta`]). The credits are owed again (the next response or
+    /// CRED_REQ carries them), and a failed CRED_REQ is no longer outstanding, so that the
+    /// next one may go.
+    pub fn spare_not_sent(&mut self, delta: u32, cred_req: bool) {
+        self.outstanding = (self.outstanding + delta).min(self.limit);
+        self.owed = (self.owed + delta).min(self.outstanding);
+        if cred_req {
+            self.target_request_outstanding = false;
+        }
+    }
+
     /// Credits granted at login.
     pub fn limit(&self) -> u32 {
         self.limit

@@ -387,6 +387,40 @@ fn cred_req_only_one_at_a_time() {
 }
 
 #[test]
+fn credits_carried_by_a_failed_spare_send_are_owed_again() {
+    let mut c = Credits::new(4);
+    for _ in 0..3 {
+        c.consume().unwrap();
+    }
+    c.finished_without_response();
+    c.finished_without_response();
+    // The CRED_REQ carrying both could not be posted (or its SEND failed).
+    assert_eq!(c.take_cred_req(), Some(2));
+    c.spare_not_sent(2, true);
+    assert_eq!((c.owed(), c.outstanding(), c.available()), (2, 3, 1));
+    // CRED_REQ is not disabled: the next one carries them.
+    assert_eq!(c.take_cred_req(), Some(2));
+    assert_eq!(c.take_cred_req(), None, "one CRED_REQ at a time");
+    c.target_request_answered();
+    // The BUSY answer to an overrun carried an owed credit and failed: owed again, and it
+    // does not touch an outstanding CRED_REQ.
+    c.finished_without_response();
+    assert_eq!(c.take_cred_req(), Some(1));
+    c.consume().unwrap();
+    c.consume().unwrap();
+    c.consume().unwrap();
+    c.consume().unwrap();
+    c.finished_without_response();
+    assert_eq!(c.overrun_delta(), 1);
+    c.spare_not_sent(1, false);
+    assert_eq!((c.owed(), c.outstanding()), (1, 4));
+    assert_eq!(c.take_cred_req(), None, "the CRED_REQ is still outstanding");
+    // Never more than the grant.
+    c.spare_not_sent(9, false);
+    assert_eq!((c.owed(), c.outstanding()), (4, 4));
+}
+
+#[test]
 fn misbehaving_initiator_overruns_credits() {
     // SCST's test: the initiator sends far more than granted.
     let mut ch = live(8);

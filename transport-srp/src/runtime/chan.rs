@@ -93,10 +93,22 @@ pub(super) struct Chan {
     pub reqs: Vec<Req>,
     pub req_free: Vec<u16>,
     spare_free: Vec<u16>,
+    /// Credits each spare send slot carries (REQUEST LIMIT DELTA, and whether it is the
+    /// CRED_REQ), given back if its SEND fails.
+    spare_grants: [SpareGrant; SPARES as usize],
     pub qp_error: bool,
     deadline: Option<Instant>,
     pub max_sge: usize,
     pub stats: ChanStats,
+}
+
+/// Credits a target-initiated IU carries to the initiator.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct SpareGrant {
+    /// REQUEST LIMIT DELTA.
+    pub delta: u32,
+    /// It is an SRP_CRED_REQ (a target request the initiator answers).
+    pub cred_req: bool,
 }
 
 /// Per-channel counters.
@@ -408,6 +420,7 @@ impl SrpPg {
             reqs: (0..nreq).map(|_| Req::new()).collect(),
             req_free: (0..nreq as u16).rev().collect(),
             spare_free: (0..SPARES).collect(),
+            spare_grants: [SpareGrant::default(); SPARES as usize],
             qp_error: false,
             deadline: None,
             max_sge: max_sge as usize,
@@ -581,7 +594,7 @@ impl SrpPg {
                         tag: Tag([0; 8]),
                     }
                     .encode();
-                    self.send_spare(key, &iu);
+                    self.send_spare(key, &iu, SpareGrant::default());
                 }
                 Action::Disconnect => {
                     c.qp_error = true;
@@ -881,20 +894,30 @@ impl SrpPg {
                 SrpRsp::scsi(Tag(tag), delta, ScsiStatus::Busy as u8, &[])
             };
             let mut b = [0u8; 64];
-            if let Ok(n) = rsp.encode(&mut b, c.max_ti) {
-                self.send_spare(key, &b[..n]);
+            let grant = SpareGrant {
+                delta,
+                cred_req: false,
+            };
+            match rsp.encode(&mut b, c.max_ti) {
+                Ok(n) => {
+                    self.send_spare(key, &b[..n], grant);
+                }
+                Err(_) => c.sm.credits_mut().spare_not_sent(delta, false),
             }
         }
         self.recycle_recv(key, r);
     }
 
-    /// Sends a target-initiated IU from a spare slot. `false` if none is free.
-    pub(super) fn send_spare(&mut self, key: u16, iu: &[u8]) -> bool {
+    /// Sends a target-initiated IU carrying `grant` from a spare slot. `false` if none is
+    /// free or the post failed: the grant's credits are then owed again.
+    pub(super) fn send_spare(&mut self, key: u16, iu: &[u8], grant: SpareGrant) -> bool {
         let Some(c) = self.chans.get_mut(key as usize) else {
             return false;
         };
         let Some(slot) = c.spare_free.pop() else {
             tracing::warn!("SRP channel {}: no spare send slot; IU dropped", c.gid);
+            c.sm.credits_mut()
+                .spare_not_sent(grant.delta, grant.cred_req);
             return false;
         };
         let i = c.reqs.len() + slot as usize;
@@ -908,10 +931,16 @@ impl SrpPg {
         match c.qp.as_ref().map(|q| q.post_send([&wr])) {
             Some(Ok(())) => {
                 c.sq_used += 1;
+                c.spare_grants[slot as usize] = grant;
                 true
             }
-            _ => {
+            r => {
+                if let Some(Err(e)) = r {
+                    tracing::warn!("SRP channel {}: posting a target IU failed: {e}", c.gid);
+                }
                 c.spare_free.push(slot);
+                c.sm.credits_mut()
+                    .spare_not_sent(grant.delta, grant.cred_req);
                 false
             }
         }
@@ -929,9 +958,17 @@ impl SrpPg {
         };
         c.sq_used = c.sq_used.saturating_sub(1);
         c.spare_free.push(slot);
+        let grant = c
+            .spare_grants
+            .get_mut(slot as usize)
+            .map(std::mem::take)
+            .unwrap_or_default();
         if wc.status.is_success() {
             self.wake_sq(core, key);
         } else {
+            // The IU never arrived: what it carried is owed again.
+            c.sm.credits_mut()
+                .spare_not_sent(grant.delta, grant.cred_req);
             if wc.status != WcStatus::WrFlushErr {
                 tracing::warn!("SRP channel {}: send failed: {:?}", c.gid, wc.status);
             }
@@ -955,7 +992,14 @@ impl SrpPg {
                 tag: Tag(c.gid.to_le_bytes()),
             }
             .encode();
-            self.send_spare(key, &iu);
+            self.send_spare(
+                key,
+                &iu,
+                SpareGrant {
+                    delta,
+                    cred_req: true,
+                },
+            );
         }
     }
 
