@@ -67,6 +67,7 @@ fn task_management_aborts_across_channels_and_poll_groups() {
     let mut a = fx.login(INI);
     let mut p = fx.params(INI);
     p.multi_channel = true;
+    p.tag_base = 1 << 16;
     let mut a2 = fx.login_with(&p).unwrap();
     let mut b = fx.login(INI + 1);
     let threads: std::collections::BTreeSet<String> = fx
@@ -184,6 +185,88 @@ fn task_management_aborts_across_channels_and_poll_groups() {
     // All channels still work, and the aborted writes did reach the medium (they were in the
     // bdev already) or not, but nothing else was touched.
     let d = pattern(42, 512);
+    for i in [&mut a, &mut a2, &mut b] {
+        assert_eq!(
+            i.write(lun, 100, BS, 0, &d, Layout::Direct).unwrap().status,
+            0
+        );
+    }
+    drop((a, a2, b));
+    assert_clean(&fx);
+}
+
+/// The channel whose queue pair is `qp_num`.
+fn channel_of(fx: &SrpFixture, qp_num: u32) -> Value {
+    fx.qpairs()
+        .into_iter()
+        .find(|q| q["qp_num"] == qp_num)
+        .expect("the channel")
+}
+
+#[test]
+fn abort_task_reaches_the_task_on_another_channel_of_the_nexus() {
+    // SRP r16a §4.1.3: a task sent on one RDMA channel of an I_T nexus may be aborted by an
+    // ABORT TASK sent on another (ib_srp sends task management where it can). The task is on
+    // the second channel, on the other poll group; the ABORT TASK arrives on the first.
+    let fx = SrpFixture::new(2, json!({}), 1, 1024);
+    let (nsid, gate) = fx.gated("Gate0", 1024);
+    let lun = (nsid - 1) as u16;
+    let mut a = fx.login(INI);
+    let mut p = fx.params(INI);
+    p.multi_channel = true;
+    p.tag_base = 1 << 16;
+    let mut a2 = fx.login_with(&p).unwrap();
+    // Another nexus with a task of the same tag on the same LUN: not in the ABORT TASK's scope.
+    let mut p = fx.params(INI + 1);
+    p.tag_base = 1 << 16;
+    let mut b = fx.login_with(&p).unwrap();
+    let threads: std::collections::BTreeSet<String> = fx
+        .qpairs()
+        .iter()
+        .map(|q| q["thread"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(threads.len(), 2, "channels on both poll groups");
+    let a2_qp = fx
+        .qpairs()
+        .iter()
+        .filter(|q| q["initiator_port_id"].as_str().unwrap().ends_with("7890"))
+        .map(|q| q["qp_num"].as_u64().unwrap() as u32)
+        .max()
+        .unwrap();
+    gate.close();
+    let t = write_lun(&mut a2, lun, 1, 1);
+    let tb = write_lun(&mut b, lun, 2, 2);
+    assert_eq!(t, tb, "the same tag in both nexuses");
+    fx.wait_until("two writes parked", |_| gate.held() == 2);
+    let tm = a
+        .task_mgmt(
+            lun,
+            TaskMgmt::AbortTask {
+                task_tag: Tag(t.to_le_bytes()),
+            },
+        )
+        .unwrap();
+    // The answer waits until the task is gone from the bdev. (The gate opens before any
+    // assertion: a parked write would keep the target from shutting down.)
+    let early = a.next_response(Duration::from_millis(300)).unwrap();
+    gate.open();
+    assert!(
+        early.is_none(),
+        "ABORT TASK answered while the task on the other channel was still in the bdev: {early:?}"
+    );
+    assert_eq!(tm_code(&mut a, tm), TmResponse::Complete);
+    assert_eq!(b.wait(tb).unwrap().status, 0, "the other nexus's task");
+    let r = a2.next_response(Duration::from_millis(200)).unwrap();
+    assert!(r.is_none(), "the aborted task was answered: {r:?}");
+    assert_eq!(channel_of(&fx, a2_qp)["aborted"], 1);
+    // Its credit comes back by SRP_CRED_REQ (nothing else was outstanding on that channel).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while a2.req_lim < 128 && std::time::Instant::now() < deadline {
+        a2.poll_once().unwrap();
+    }
+    assert_eq!((a2.req_lim, a2.cred_reqs), (128, 1));
+    // Every channel still works.
+    let d = pattern(43, 512);
     for i in [&mut a, &mut a2, &mut b] {
         assert_eq!(
             i.write(lun, 100, BS, 0, &d, Layout::Direct).unwrap().status,

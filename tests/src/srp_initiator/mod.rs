@@ -45,6 +45,10 @@ pub struct LoginParams {
     pub send_slots: usize,
     /// Source address (the host device).
     pub src: Option<SocketAddr>,
+    /// The first tag: tags must be unique across the channels of an I_T nexus, so ib_srp
+    /// puts the channel's hardware queue index in bits 16 and up (`blk_mq_unique_tag`); a
+    /// second channel of a nexus starts at e.g. `1 << 16`.
+    pub tag_base: u64,
 }
 
 impl LoginParams {
@@ -59,6 +63,7 @@ impl LoginParams {
             data_size: 8 << 20,
             send_slots: 256,
             src: None,
+            tag_base: 0,
         }
     }
 }
@@ -256,7 +261,7 @@ impl SrpInitiator {
             recv_len: RECV_LEN,
             login: LoginRsp::decode(&[0xC0; 52]).map_err(|e| LoginError::Cm(e.to_string()))?,
             req_lim: 0,
-            next_tag: 1,
+            next_tag: p.tag_base + 1,
             outstanding: HashMap::new(),
             responses: VecDeque::new(),
             t_logouts: Vec::new(),

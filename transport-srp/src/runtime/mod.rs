@@ -157,22 +157,16 @@ impl DevCtx {
     }
 }
 
-/// Who waits for aborted tasks to be gone.
-enum WaiterDone {
-    /// A task management request on this poll group.
-    Tm { key: u16, slot: u16, serial: u16 },
-    /// One poll group's visit of a cross-poll-group abort.
-    Step(Step<()>),
-}
-
+/// One poll group's part of a task management abort: its aborted tasks still in flight.
 struct Waiter {
     /// Aborted tasks still in flight.
     remaining: u32,
     /// Every task has been counted (fire when `remaining` reaches 0).
     armed: bool,
-    /// What to do then (a cross-poll-group abort gets it in its second round).
-    done: Option<WaiterDone>,
-    /// The cross-poll-group abort this waiter belongs to (0: a local one).
+    /// The abort's second round on this poll group, told when the tasks are gone (it
+    /// arrives after the first round counted them).
+    done: Option<Step<()>>,
+    /// The cross-poll-group abort this waiter belongs to.
     abort_id: u64,
 }
 

@@ -24,7 +24,7 @@ use target_core::target::{Admission, AdmitKind, PgCore, with_transport_pg};
 use super::chan::{iu_bytes, srq_bufs};
 use super::lus::{LuLimits, SubLus};
 use super::xfer::{self, XferError};
-use super::{RecvRef, SrpPg, Waiter, WaiterDone, kind, pack, token, untoken};
+use super::{RecvRef, SrpPg, Waiter, kind, pack, token, untoken};
 use crate::channel::Event;
 use crate::nexus::NexusKey;
 use crate::proto::{DataDesc, Residual, SrpCmd, SrpRsp, Tag, TmResponse, TskMgmt};
@@ -204,7 +204,12 @@ pub(crate) struct AbortSpec {
 
 #[derive(Clone, Copy, Debug)]
 enum SpecScope {
-    Task { gid: u64, tag: Tag },
+    /// The task with this tag on any channel of the nexus (SRP r16a §4.1.3: an ABORT TASK
+    /// may arrive on another channel than its task).
+    Task {
+        nexus: NexusKey,
+        tag: Tag,
+    },
     Nexus(NexusKey),
     All,
 }
@@ -1292,7 +1297,7 @@ impl SrpPg {
             self.recycle_recv(key, rref);
         }
         for w in waiters {
-            self.waiter_dec(core, w);
+            self.waiter_dec(w);
         }
         if !responded {
             self.maybe_cred_req(key);
@@ -1351,7 +1356,7 @@ impl SrpPg {
                     sub,
                     lun: lun.unwrap_or(0),
                     scope: match scope {
-                        AbortScope::Task(tag) => SpecScope::Task { gid, tag },
+                        AbortScope::Task(tag) => SpecScope::Task { nexus, tag },
                         AbortScope::NexusOnLun => SpecScope::Nexus(nexus),
                         AbortScope::AllOnLun => SpecScope::All,
                     },
@@ -1359,18 +1364,7 @@ impl SrpPg {
                 r.stage = Stage::TmWait;
                 r.tm_code = TmResponse::Complete;
                 let serial = r.serial;
-                if let SpecScope::Task { .. } = spec.scope {
-                    let w = self.waiters.insert(Waiter {
-                        remaining: 0,
-                        armed: false,
-                        done: Some(WaiterDone::Tm { key, slot, serial }),
-                        abort_id: 0,
-                    }) as u32;
-                    self.abort_matching(core, spec, w);
-                    self.waiter_arm(core, w);
-                } else {
-                    self.abort_everywhere(spec, key, slot, serial);
-                }
+                self.abort_everywhere(spec, key, slot, serial);
             }
         }
     }
@@ -1430,7 +1424,7 @@ impl SrpPg {
         }) as u32;
         self.aborts.insert(id, w);
         self.abort_matching(core, spec, w);
-        self.waiter_arm(core, w);
+        self.waiter_arm(w);
     }
 
     /// Second round: answer when the tasks marked here are gone.
@@ -1440,41 +1434,37 @@ impl SrpPg {
             .get(&id)
             .and_then(|w| self.waiters.get_mut(*w as usize))
         {
-            Some(w) => w.done = Some(WaiterDone::Step(step)),
+            Some(w) => w.done = Some(step),
             None => step.next(Ok(())),
         }
     }
 
     /// Every task of waiter `w` has been counted: fire it if they are all gone already.
-    fn waiter_arm(&mut self, core: &mut PgCore, w: u32) {
+    fn waiter_arm(&mut self, w: u32) {
         let Some(x) = self.waiters.get_mut(w as usize) else {
             return;
         };
         x.armed = true;
         if x.remaining == 0 {
-            self.waiter_complete(core, w);
+            self.waiter_complete(w);
         }
     }
 
-    fn waiter_dec(&mut self, core: &mut PgCore, w: u32) {
+    fn waiter_dec(&mut self, w: u32) {
         let Some(x) = self.waiters.get_mut(w as usize) else {
             return;
         };
         x.remaining = x.remaining.saturating_sub(1);
         if x.remaining == 0 && x.armed {
-            self.waiter_complete(core, w);
+            self.waiter_complete(w);
         }
     }
 
-    fn waiter_complete(&mut self, core: &mut PgCore, w: u32) {
+    fn waiter_complete(&mut self, w: u32) {
         let waiter = self.waiters.remove(w as usize);
-        if waiter.abort_id != 0 {
-            self.aborts.remove(&waiter.abort_id);
-        }
-        match waiter.done {
-            Some(WaiterDone::Tm { key, slot, serial }) => self.tm_finished(core, key, slot, serial),
-            Some(WaiterDone::Step(s)) => s.next(Ok(())),
-            None => {}
+        self.aborts.remove(&waiter.abort_id);
+        if let Some(s) = waiter.done {
+            s.next(Ok(()));
         }
     }
 
@@ -1502,8 +1492,7 @@ impl SrpPg {
                 continue;
             }
             let chan_ok = match spec.scope {
-                SpecScope::Task { gid, .. } => c.gid == gid,
-                SpecScope::Nexus(n) => c.nexus == n,
+                SpecScope::Task { nexus, .. } | SpecScope::Nexus(nexus) => c.nexus == nexus,
                 SpecScope::All => true,
             };
             if !chan_ok {
