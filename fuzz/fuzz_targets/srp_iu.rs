@@ -22,7 +22,7 @@ use transport_srp::channel::{
 use transport_srp::proto::{DataDesc, InitiatorIu, SrpCmd, decode_initiator_iu};
 
 fn event(b: u8) -> Event {
-    match b % 16 {
+    match b % 17 {
         0 => Event::Established,
         1 => Event::Disconnected,
         2 => Event::TimewaitExit,
@@ -38,6 +38,7 @@ fn event(b: u8) -> Event {
         12 => Event::SqMarkerDone { ok: b & 0x10 != 0 },
         13 => Event::RecvsDrained,
         14 => Event::MarkerPostFailed,
+        15 => Event::DrainTimeout,
         _ => Event::CompletionError,
     }
 }

@@ -349,6 +349,55 @@ fn dreq_in_the_middle_of_io_drains_before_release() {
 }
 
 #[test]
+fn draining_channel_whose_marker_never_completes_is_released_by_the_watchdog() {
+    // The zero-length RDMA WRITE marker's completion is the last of a draining channel's send
+    // queue. If the adapter never delivers it, nothing else ends DRAINING: a deadline must
+    // (the queue pair destroyed, the channel released, a warning logged).
+    let fx = SrpFixture::new(1, json!({"disconnect_timeout_ms": 200}), 1, 1024);
+    let mut i = fx.login(INI);
+    assert_eq!(i.read(0, 0, BS, 1, 0, Layout::Direct).unwrap().0.status, 0);
+    // Nothing on the send queue any more: the read's response SEND has completed.
+    fx.wait_until("the read finished", |f| f.qpairs()[0]["outstanding"] == 0);
+    let qp = fx.qpairs()[0]["qp_num"].as_u64().unwrap() as u32;
+    // The next send completion of the channel, the marker's flush, is lost.
+    fx.t.net
+        .faults()
+        .drop_completion(fabric::CompletionMatch::qp(qp).send());
+    i.logout().unwrap();
+    assert!(i.wait_disconnected(Duration::from_secs(10)));
+    drop(i);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let q = fx.qpairs();
+        if q.is_empty() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            // A target with a channel stuck draining never finishes shutting down: leak it,
+            // so that the test fails instead of hanging.
+            let what = q[0].to_string();
+            std::mem::forget(fx);
+            panic!("the channel was never released: {what}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The watchdog released it (the marker was lost, not late).
+    let srp = fx.stats()["poll_groups"][0]["transports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["trtype"] == "SRP")
+        .unwrap()
+        .clone();
+    assert_eq!(srp["drain_timeouts"], 1, "{srp}");
+    assert_clean(&fx);
+    let mut i = fx.login(INI);
+    assert_eq!(i.read(0, 0, BS, 1, 0, Layout::Direct).unwrap().0.status, 0);
+    drop(i);
+    assert_clean(&fx);
+}
+
+#[test]
 fn subsystem_deletion_disconnects_after_outstanding_io() {
     let fx = SrpFixture::new(2, json!({}), 1, 1024);
     let (_, gate) = fx.gated("Gate0", 1024);

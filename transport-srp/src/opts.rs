@@ -68,7 +68,9 @@ pub struct SrpOpts {
     /// microseconds (it also wakes on the event channel's fd). Default 10000.
     pub acceptor_poll_rate: u32,
     /// How long a closing channel waits for the connection manager (DREP, TimeWait exit)
-    /// before it drains anyway, in milliseconds. Default 3000.
+    /// before it drains anyway, and then how long it waits for the drain (the flush
+    /// completions of its send-queue marker and receives) before it destroys the queue pair
+    /// anyway, with a warning, in milliseconds. Default 3000.
     pub disconnect_timeout_ms: u32,
 }
 
@@ -195,6 +197,11 @@ impl SrpOpts {
             ));
         }
         Ok(())
+    }
+
+    /// How long a draining channel waits for its last completions.
+    pub fn drain_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(u64::from(self.disconnect_timeout_ms))
     }
 
     /// Data buffers one transfer of `max_io_size` needs.

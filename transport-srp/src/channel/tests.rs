@@ -323,6 +323,38 @@ fn marker_post_failure_counts_as_a_drained_send_queue() {
 }
 
 #[test]
+fn drain_timeout_destroys_the_queue_pair_and_ends_draining() {
+    // Neither the marker nor the receives' flushes ever complete.
+    let mut ch = live(4);
+    ch.command_started();
+    ch.handle(Event::Close(CloseReason::PortDisabled));
+    assert_eq!(ch.state(), Draining);
+    let o = ch.handle(Event::DrainTimeout);
+    assert_eq!(states(&o), [Disconnected]);
+    // A command still holds the session; its end releases it.
+    assert_eq!(acts(&o), [DestroyQp]);
+    assert_eq!(
+        acts(&ch.command_finished(false)),
+        [ReleaseSession, FreeChannel]
+    );
+    // Late completions and a second timeout change nothing.
+    assert!(ch.handle(Event::SqMarkerDone { ok: false }).is_empty());
+    assert!(ch.handle(Event::RecvsDrained).is_empty());
+    assert!(ch.handle(Event::DrainTimeout).is_empty());
+    // Outside DRAINING the drain timer means nothing.
+    let mut ch = live(4);
+    assert!(ch.handle(Event::DrainTimeout).is_empty());
+    ch.handle(Event::Close(CloseReason::Logout));
+    assert_eq!(ch.state(), Disconnecting);
+    assert!(ch.handle(Event::DrainTimeout).is_empty());
+    // The marker came, a receive's flush did not.
+    ch.handle(Event::Disconnected);
+    ch.handle(Event::SqMarkerDone { ok: false });
+    let o = ch.handle(Event::DrainTimeout);
+    assert_eq!(acts(&o), [DestroyQp, ReleaseSession, FreeChannel]);
+}
+
+#[test]
 fn state_names() {
     let names: Vec<_> = [Connecting, Live, Disconnecting, Draining, Disconnected]
         .iter()

@@ -18,7 +18,9 @@ use target_core::target::{ControllerInfo, ListenAddr, PgCore, Subsystem, Subsyst
 
 use super::req::Req;
 use super::{RecvRef, SrpPg, kind, pack};
-use crate::channel::{Action, Channel, CloseReason, Event, IuDisposition, IuKind, Output};
+use crate::channel::{
+    Action, Channel, ChannelState, CloseReason, Event, IuDisposition, IuKind, Output,
+};
 use crate::login::Accept;
 use crate::nexus::NexusKey;
 use crate::proto::{
@@ -128,6 +130,13 @@ impl Chan {
         self.sq_depth.saturating_sub(u32::from(SPARES))
     }
 
+    /// What tells this channel's receive, spare and marker work requests from those of an
+    /// earlier channel in the same slot (whose queue pair a drain timeout destroyed with
+    /// completions still to come).
+    pub fn generation(&self) -> u16 {
+        self.gid as u16
+    }
+
     fn can_post_recv(&self) -> bool {
         !self.qp_error && self.sm.state() <= crate::channel::ChannelState::Live
     }
@@ -141,7 +150,7 @@ impl Chan {
             return false;
         };
         let wr = RecvWr::new(
-            pack(kind::RECV, self.key, slot, 0),
+            pack(kind::RECV, self.key, slot, self.generation()),
             SgeList::one(mr.sge(b.base_addr() + self.rpad as u64, self.max_it)),
         );
         match qp.post_recv([&wr]) {
@@ -624,6 +633,11 @@ impl SrpPg {
                         continue;
                     };
                     c.qp_error = true;
+                    // The drain's watchdog (it replaces the disconnect's timer, if any).
+                    if c.deadline.is_none() {
+                        self.closing += 1;
+                    }
+                    c.deadline = Some(Instant::now() + self.shared.opts.drain_timeout());
                     if let Some(qp) = c.qp.as_ref()
                         && let Err(e) = qp.modify_to_error()
                     {
@@ -637,8 +651,12 @@ impl SrpPg {
                     let Some(c) = self.chans.get_mut(key as usize) else {
                         continue;
                     };
-                    let wr =
-                        SendWr::rdma_write(pack(kind::MARKER, key, 0, 0), SgeList::new(), 0, 0);
+                    let wr = SendWr::rdma_write(
+                        pack(kind::MARKER, key, 0, c.generation()),
+                        SgeList::new(),
+                        0,
+                        0,
+                    );
                     let ok = c.qp.as_ref().is_some_and(|qp| qp.post_send([&wr]).is_ok());
                     if !ok {
                         tracing::warn!("SRP channel {}: posting the drain marker failed", c.gid);
@@ -647,6 +665,18 @@ impl SrpPg {
                     }
                 }
                 Action::AbortOutstanding => self.abort_channel(core, key),
+                Action::DestroyQp => {
+                    self.drain_timeouts += 1;
+                    tracing::warn!(
+                        "SRP channel {}: not drained after {} ms ({} receives not flushed); destroying its queue pair",
+                        c.gid,
+                        self.shared.opts.disconnect_timeout_ms,
+                        c.recv_posted
+                    );
+                    c.qp = None;
+                    c.recv_posted = 0;
+                    self.sends_done(core, key);
+                }
                 Action::ReleaseSession => self.release_session(core, key),
                 Action::FreeChannel => {
                     self.chans.remove(key as usize);
@@ -678,11 +708,18 @@ impl SrpPg {
             let c = &mut self.chans[key as usize];
             c.deadline = None;
             self.closing = self.closing.saturating_sub(1);
-            tracing::info!(
-                "SRP channel {}: no word from the connection manager; draining",
-                c.gid
-            );
-            let out = c.sm.handle(Event::DisconnectTimeout);
+            let ev = match c.sm.state() {
+                ChannelState::Disconnecting => {
+                    tracing::info!(
+                        "SRP channel {}: no word from the connection manager; draining",
+                        c.gid
+                    );
+                    Event::DisconnectTimeout
+                }
+                ChannelState::Draining => Event::DrainTimeout,
+                _ => continue,
+            };
+            let out = c.sm.handle(ev);
             self.run(core, key, out);
         }
     }
@@ -921,11 +958,12 @@ impl SrpPg {
             return false;
         };
         let i = c.reqs.len() + slot as usize;
+        let generation = c.generation();
         let b = &mut c.send_bufs[i];
         let n = iu.len().min(b.capacity());
         b.as_mut_slice()[..n].copy_from_slice(&iu[..n]);
         let wr = SendWr::send(
-            pack(kind::SPARE, key, slot, 0),
+            pack(kind::SPARE, key, slot, generation),
             SgeList::one(c.send_mr.sge(b.base_addr(), n as u32)),
         );
         match c.qp.as_ref().map(|q| q.post_send([&wr])) {
@@ -1004,11 +1042,24 @@ impl SrpPg {
     }
 
     pub(super) fn on_marker(&mut self, core: &mut PgCore, key: u16, wc: WorkCompletion) {
+        // Every send work request posted before the marker has completed: work requests that
+        // completed unsignaled (and so never reported) are done too.
+        self.sends_done(core, key);
         let Some(c) = self.chans.get_mut(key as usize) else {
             return;
         };
-        // Every send work request posted before the marker has completed: work requests that
-        // completed unsignaled (and so never reported) are done too.
+        let out = c.sm.handle(Event::SqMarkerDone {
+            ok: wc.status.is_success(),
+        });
+        self.run(core, key, out);
+    }
+
+    /// Every send work request of the channel's requests is over (the drain marker
+    /// completed, or the queue pair is destroyed): aborted requests waiting for them finish.
+    fn sends_done(&mut self, core: &mut PgCore, key: u16) {
+        let Some(c) = self.chans.get_mut(key as usize) else {
+            return;
+        };
         for slot in 0..c.reqs.len() {
             let r = &mut c.reqs[slot];
             if r.sq_wrs > 0 {
@@ -1019,12 +1070,5 @@ impl SrpPg {
         for slot in 0..self.chans[key as usize].reqs.len() as u16 {
             self.maybe_finish_aborted(core, key, slot);
         }
-        let Some(c) = self.chans.get_mut(key as usize) else {
-            return;
-        };
-        let out = c.sm.handle(Event::SqMarkerDone {
-            ok: wc.status.is_success(),
-        });
-        self.run(core, key, out);
     }
 }

@@ -192,6 +192,8 @@ pub struct SrpPg {
     serial: u16,
     closing: usize,
     polls: u64,
+    /// Channels whose drain did not finish in time (their queue pair was destroyed anyway).
+    drain_timeouts: u64,
 }
 
 impl std::fmt::Debug for SrpPg {
@@ -225,6 +227,7 @@ impl SrpPg {
             serial: 0,
             closing: 0,
             polls: 0,
+            drain_timeouts: 0,
         }
     }
 
@@ -359,6 +362,18 @@ impl SrpPg {
 
     fn on_wc(&mut self, core: &mut PgCore, dev: usize, wc: WorkCompletion) {
         let (k, key, slot, serial) = unpack(wc.wr_id);
+        if matches!(k, kind::RECV | kind::SPARE | kind::MARKER)
+            && self
+                .chans
+                .get(key as usize)
+                .is_some_and(|c| c.generation() != serial)
+        {
+            tracing::debug!(
+                "SRP: completion {:#x} of an earlier channel in slot {key} ignored",
+                wc.wr_id
+            );
+            return;
+        }
         match k {
             kind::RECV => self.on_recv(core, key, slot, wc),
             kind::SRQ => self.on_srq_recv(core, dev, slot, wc),
@@ -396,6 +411,7 @@ impl SrpPg {
             "channels": self.chans.len(),
             "waiting_for_buffers": self.buf_wait.len(),
             "polls": self.polls,
+            "drain_timeouts": self.drain_timeouts,
             "devices": devs,
         })
     }
