@@ -44,7 +44,10 @@
 //! - login checks, reject reasons, LOGIN_RSP values (credits 128, max_it_iu_len =
 //!   `max_req_size`, immediate data at the initiator's offset) and multi-channel semantics
 //!   are ib_srpt's; the max_ti_iu_len advertised is `max_rsp_size` (ib_srpt echoes the
-//!   initiator's IT length there);
+//!   initiator's IT length there); credits shrink so that the channel's receive queue
+//!   (credits + 2) fits the device's `max_qp_wr` (ib_srpt: min(128, max_qp_wr), which can
+//!   fail to create the queue pair), and a device too small for a channel is refused with
+//!   0x10001;
 //! - a login is rejected while the subsystem is not active (ib_srpt: port not enabled);
 //! - SRP_I_LOGOUT closes the channel (ib_srpt only logs it); a single-channel login sends
 //!   SRP_T_LOGOUT (reason 4) to the channels it terminates before disconnecting them;

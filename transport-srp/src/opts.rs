@@ -34,7 +34,9 @@ pub const USED_OPTIONS: &[&str] = &[
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SrpOpts {
     /// Credits granted per channel (LOGIN_RSP REQUEST LIMIT DELTA) and requests the target
-    /// keeps per channel; ib_srpt's `rq_size` (128). Range 2..=4096.
+    /// keeps per channel; ib_srpt's `rq_size` (128). Range 2..=4096. A channel gets fewer
+    /// when its receive queue (credits + 2 receives, without SRQ) would not fit the RDMA
+    /// device's `max_qp_wr`.
     pub max_queue_depth: u32,
     /// Largest initiator-to-target IU accepted, advertised as MAXIMUM INITIATOR TO TARGET IU
     /// LENGTH and used as the receive buffer size: ib_srpt's `srp_max_req_size` (8276). Linux

@@ -769,7 +769,11 @@ pub const BS: u32 = 512;
 impl SrpFixture {
     /// `reactors` reactors, SRP options `opts`, `luns` malloc bdevs of `blocks` blocks.
     pub fn new(reactors: usize, opts: serde_json::Value, luns: usize, blocks: u64) -> Self {
-        let t = crate::TestTarget::start(reactors);
+        Self::on(crate::TestTarget::start(reactors), opts, luns, blocks)
+    }
+
+    /// Like [`SrpFixture::new`], on a target already started.
+    pub fn on(t: crate::TestTarget, opts: serde_json::Value, luns: usize, blocks: u64) -> Self {
         t.transport("SRP", opts);
         let nqn = "nqn.2016-06.io.rtgt:srp0".to_string();
         t.subsystem(&nqn, true);

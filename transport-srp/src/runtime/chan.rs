@@ -33,9 +33,7 @@ use crate::transport::CmSignal;
 /// completion frees the slot, so a fast initiator may reuse the credit first.
 pub(super) const REQ_SPARE: u32 = 16;
 /// Send slots for target-initiated IUs (T_LOGOUT, CRED_REQ, answers to credit overruns).
-pub(super) const SPARES: u16 = 4;
-/// Receives beyond the credits (a CRED_RSP / AER_RSP answer, an I_LOGOUT).
-const RECV_SPARE: u32 = 2;
+pub(super) const SPARES: u16 = crate::login::SEND_SPARES as u16;
 
 /// An accepted login handed from the acceptor to the poll group that will own the channel.
 pub(crate) struct NewChannel {
@@ -313,9 +311,13 @@ impl SrpPg {
         };
         let credits = nc.accept.credits;
         let srq = o.use_srq;
-        let rq_depth = credits + RECV_SPARE;
         let d = &mut self.devs[dev];
-        let sq_depth = o.sq_size.min(d.max_qp_wr).max(u32::from(SPARES) + 2);
+        // The login decision sized the credits for this device (the acceptor asked it too).
+        let limits = crate::login::Limits {
+            max_qp_wr: d.max_qp_wr,
+            srq,
+        };
+        let (rq_depth, sq_depth) = limits.queue_depths(credits, o.sq_size);
         let cq_need = sq_depth + rq_depth + 4;
         let cq = match d.reserve_cq(cq_need) {
             Ok(c) => c,
@@ -344,7 +346,7 @@ impl SrpPg {
                 return Err((Some(nc.id), res, format!("queue pair: {e}")));
             }
         };
-        let sq_depth = sq_depth.min(qp.cap().max_send_wr.max(u32::from(SPARES) + 2));
+        let sq_depth = sq_depth.min(qp.cap().max_send_wr.max(crate::login::MIN_SEND_DEPTH));
         let d = &self.devs[dev];
         // Receive ring (the IU at `rpad` so that immediate data lands 512-byte aligned).
         let max_it = nc.accept.max_it_iu_len;
