@@ -552,33 +552,13 @@ fn verified_io_under_send_queue_and_buffer_pressure() {
     for (k, qd) in [8usize, 32, 64].into_iter().enumerate() {
         verify_at(&mut i, qd, 50 + k as u64);
     }
-    let srp = |fx: &SrpFixture| {
-        fx.stats()["poll_groups"][0]["transports"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["trtype"] == "SRP")
-            .unwrap()
-            .clone()
-    };
     // Buffers go home when the responses' SENDs complete, possibly after the initiator has
     // the responses.
     fx.wait_until("every data buffer home", |fx| {
-        srp(fx)["devices"][0]["free_data_buffers"] == 20
+        fx.srp_stats(0)["devices"][0]["free_data_buffers"] == 20
     });
-    let srp = srp(&fx);
+    let srp = fx.srp_stats(0);
     assert_eq!(srp["waiting_for_buffers"], 0, "{srp}");
-}
-
-/// The SRP poll group counters of poll group `pg`.
-fn srp_pg(fx: &SrpFixture, pg: usize) -> serde_json::Value {
-    fx.stats()["poll_groups"][pg]["transports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["trtype"] == "SRP")
-        .unwrap()
-        .clone()
 }
 
 #[test]
@@ -593,7 +573,7 @@ fn immediate_data_ring_buffer_returns_to_ring_on_early_answer() {
     let lun = (nsid - 1) as u16;
     let mut i = fx.login(INI);
     assert!(i.immediate());
-    let total = srp_pg(&fx, 0)["devices"][0]["total_data_buffers"].clone();
+    let total = fx.srp_stats(0)["devices"][0]["total_data_buffers"].clone();
     gate.refuse(true);
     let n = 12usize;
     for k in 0..n {
@@ -627,7 +607,7 @@ fn immediate_data_ring_buffer_returns_to_ring_on_early_answer() {
     fx.wait_until("the aborted writes gone", |f| {
         f.qpairs()[0]["outstanding"] == 0
     });
-    let d = &srp_pg(&fx, 0)["devices"][0];
+    let d = &fx.srp_stats(0)["devices"][0];
     assert_eq!(
         d["free_data_buffers"], total,
         "data pool after {n} aborted immediate-data writes: {d}"
@@ -640,7 +620,7 @@ fn immediate_data_ring_buffer_returns_to_ring_on_early_answer() {
     // A full window of immediate-data writes and reads with every buffer still works.
     verify_at(&mut i, 14, 77);
     fx.wait_until("every data buffer home", |f| {
-        srp_pg(f, 0)["devices"][0]["free_data_buffers"] == total
+        f.srp_stats(0)["devices"][0]["free_data_buffers"] == total
     });
     let c = &fx.qpairs()[0];
     assert_eq!(c["receives_posted"], c["receive_slots"], "{c}");

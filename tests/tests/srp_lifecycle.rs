@@ -58,24 +58,48 @@ fn tm_code(i: &mut SrpInitiator, tag: u64) -> TmResponse {
     r.tm.unwrap_or_else(|| panic!("not a TM response: {r:?}"))
 }
 
-#[test]
-fn task_management_aborts_across_channels_and_poll_groups() {
-    let fx = SrpFixture::new(2, json!({}), 1, 1024);
-    let (nsid, gate) = fx.gated("Gate0", 1024);
-    assert_eq!(nsid, 2);
-    let lun = 1;
-    let mut a = fx.login(INI);
+/// Logs in a nexus of two channels (`INI`; the second one's tags from `1 << 16`) and
+/// another initiator (`INI + 1`, tags from `b_tags`), and checks that the channels are on
+/// both poll groups.
+fn two_channel_nexus_and_another(
+    fx: &SrpFixture,
+    b_tags: u64,
+) -> (SrpInitiator, SrpInitiator, SrpInitiator) {
+    let a = fx.login(INI);
     let mut p = fx.params(INI);
     p.multi_channel = true;
     p.tag_base = 1 << 16;
-    let mut a2 = fx.login_with(&p).unwrap();
-    let mut b = fx.login(INI + 1);
+    let a2 = fx.login_with(&p).unwrap();
+    let mut p = fx.params(INI + 1);
+    p.tag_base = b_tags;
+    let b = fx.login_with(&p).unwrap();
     let threads: std::collections::BTreeSet<String> = fx
         .qpairs()
         .iter()
         .map(|q| q["thread"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(threads.len(), 2, "channels on both poll groups");
+    (a, a2, b)
+}
+
+/// Sends ABORT TASK for `tag` on `lun`; returns the TM's tag.
+fn abort_task(i: &mut SrpInitiator, lun: u16, tag: u64) -> u64 {
+    i.task_mgmt(
+        lun,
+        TaskMgmt::AbortTask {
+            task_tag: Tag(tag.to_le_bytes()),
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn task_management_aborts_across_channels_and_poll_groups() {
+    let fx = SrpFixture::new(2, json!({}), 1, 1024);
+    let (nsid, gate) = fx.gated("Gate0", 1024);
+    assert_eq!(nsid, 2);
+    let lun = 1;
+    let (mut a, mut a2, mut b) = two_channel_nexus_and_another(&fx, 0);
 
     // ABORT TASK: waits until the task is gone from the bdev; the task never answers.
     gate.close();
@@ -83,14 +107,7 @@ fn task_management_aborts_across_channels_and_poll_groups() {
     let t2 = write_lun(&mut a2, lun, 2, 2);
     let t3 = write_lun(&mut b, lun, 3, 3);
     fx.wait_until("three writes parked", |_| gate.held() == 3);
-    let tm = a
-        .task_mgmt(
-            lun,
-            TaskMgmt::AbortTask {
-                task_tag: Tag(t1.to_le_bytes()),
-            },
-        )
-        .unwrap();
+    let tm = abort_task(&mut a, lun, t1);
     assert!(
         a.next_response(Duration::from_millis(200))
             .unwrap()
@@ -111,14 +128,7 @@ fn task_management_aborts_across_channels_and_poll_groups() {
         "the aborted task's credit came back with the TM response"
     );
     // A task that does not exist: nothing to do.
-    let tm = a
-        .task_mgmt(
-            lun,
-            TaskMgmt::AbortTask {
-                task_tag: Tag(999u64.to_le_bytes()),
-            },
-        )
-        .unwrap();
+    let tm = abort_task(&mut a, lun, 999);
     assert_eq!(tm_code(&mut a, tm), TmResponse::Complete);
 
     // ABORT TASK SET: the requesting nexus's tasks on every channel, not the other nexus's.
@@ -211,21 +221,9 @@ fn abort_task_reaches_the_task_on_another_channel_of_the_nexus() {
     let fx = SrpFixture::new(2, json!({}), 1, 1024);
     let (nsid, gate) = fx.gated("Gate0", 1024);
     let lun = (nsid - 1) as u16;
-    let mut a = fx.login(INI);
-    let mut p = fx.params(INI);
-    p.multi_channel = true;
-    p.tag_base = 1 << 16;
-    let mut a2 = fx.login_with(&p).unwrap();
-    // Another nexus with a task of the same tag on the same LUN: not in the ABORT TASK's scope.
-    let mut p = fx.params(INI + 1);
-    p.tag_base = 1 << 16;
-    let mut b = fx.login_with(&p).unwrap();
-    let threads: std::collections::BTreeSet<String> = fx
-        .qpairs()
-        .iter()
-        .map(|q| q["thread"].as_str().unwrap().to_string())
-        .collect();
-    assert_eq!(threads.len(), 2, "channels on both poll groups");
+    // The other nexus has a task of the same tag on the same LUN: not in the ABORT TASK's
+    // scope.
+    let (mut a, mut a2, mut b) = two_channel_nexus_and_another(&fx, 1 << 16);
     let a2_qp = fx
         .qpairs()
         .iter()
@@ -238,14 +236,7 @@ fn abort_task_reaches_the_task_on_another_channel_of_the_nexus() {
     let tb = write_lun(&mut b, lun, 2, 2);
     assert_eq!(t, tb, "the same tag in both nexuses");
     fx.wait_until("two writes parked", |_| gate.held() == 2);
-    let tm = a
-        .task_mgmt(
-            lun,
-            TaskMgmt::AbortTask {
-                task_tag: Tag(t.to_le_bytes()),
-            },
-        )
-        .unwrap();
+    let tm = abort_task(&mut a, lun, t);
     // The answer waits until the task is gone from the bdev. (The gate opens before any
     // assertion: a parked write would keep the target from shutting down.)
     let early = a.next_response(Duration::from_millis(300)).unwrap();
@@ -382,13 +373,7 @@ fn draining_channel_whose_marker_never_completes_is_released_by_the_watchdog() {
         std::thread::sleep(Duration::from_millis(10));
     }
     // The watchdog released it (the marker was lost, not late).
-    let srp = fx.stats()["poll_groups"][0]["transports"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["trtype"] == "SRP")
-        .unwrap()
-        .clone();
+    let srp = fx.srp_stats(0);
     assert_eq!(srp["drain_timeouts"], 1, "{srp}");
     assert_clean(&fx);
     let mut i = fx.login(INI);

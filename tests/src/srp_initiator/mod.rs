@@ -851,6 +851,15 @@ impl SrpFixture {
         self.t.rt.block_on(self.t.target.stats())
     }
 
+    /// The SRP transport's counters on poll group `pg` (from `nvmf_get_stats`).
+    pub fn srp_stats(&self, pg: usize) -> serde_json::Value {
+        self.stats()["poll_groups"][pg]["transports"]
+            .as_array()
+            .and_then(|ts| ts.iter().find(|t| t["trtype"] == "SRP"))
+            .cloned()
+            .expect("SRP counters of the poll group")
+    }
+
     /// Waits until `f` holds (polling every 10 ms), up to [`TIMEOUT`].
     pub fn wait_until(&self, what: &str, mut f: impl FnMut(&Self) -> bool) {
         let deadline = Instant::now() + TIMEOUT;
