@@ -351,6 +351,7 @@ fn draining_channel_whose_marker_never_completes_is_released_by_the_watchdog() {
     fx.wait_until("the read finished", |f| f.qpairs()[0]["outstanding"] == 0);
     let qp = fx.qpairs()[0]["qp_num"].as_u64().unwrap() as u32;
     // The next send completion of the channel, the marker's flush, is lost.
+    let mut ledger = rtgt_tests::faults::FaultLedger::new(&fx.t.net);
     fx.t.net
         .faults()
         .drop_completion(fabric::CompletionMatch::qp(qp).send());
@@ -372,7 +373,11 @@ fn draining_channel_whose_marker_never_completes_is_released_by_the_watchdog() {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    // The watchdog released it (the marker was lost, not late).
+    // The watchdog released it: the marker's completion was lost, not late.
+    ledger.expect(
+        rtgt_tests::faults::dropped(1),
+        "the drain marker's completion lost",
+    );
     let srp = fx.srp_stats(0);
     assert_eq!(srp["drain_timeouts"], 1, "{srp}");
     assert_clean(&fx);
