@@ -4,11 +4,14 @@
 //! accounting driven by the decoded IUs interleaved with connection events.
 //!
 //! Input: `[selector][imm offset u16]` then records `[len u16][IU bytes]`; selector bits pick
-//! the event interleaving. Properties: nothing panics; an SRP_CMD that decodes re-encodes to
+//! the event interleaving, and bit 0 of an IU's second byte makes the target-initiated send it
+//! triggers (an SRP_CRED_REQ, or the BUSY answer to an overrun) fail: never posted, or its
+//! SEND completing in error. Properties: nothing panics; an SRP_CMD that decodes re-encodes to
 //! one that decodes identically; descriptors lie inside the IU; the state machine frees a
 //! channel and releases its session at most once, never before its commands finished, and
-//! never hands the initiator more credits than it took (credits held by the initiator plus
-//! credits the target still holds always equal the login grant).
+//! never hands the initiator more credits than it took nor loses any (credits held by the
+//! initiator plus credits the target still holds always equal the login grant, failed sends
+//! included); and a CRED_REQ that failed does not keep the next one from going.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use rtgt_fuzz::Bytes;
@@ -19,7 +22,7 @@ use transport_srp::channel::{
 use transport_srp::proto::{DataDesc, InitiatorIu, SrpCmd, decode_initiator_iu};
 
 fn event(b: u8) -> Event {
-    match b % 16 {
+    match b % 17 {
         0 => Event::Established,
         1 => Event::Disconnected,
         2 => Event::TimewaitExit,
@@ -35,6 +38,7 @@ fn event(b: u8) -> Event {
         12 => Event::SqMarkerDone { ok: b & 0x10 != 0 },
         13 => Event::RecvsDrained,
         14 => Event::MarkerPostFailed,
+        15 => Event::DrainTimeout,
         _ => Event::CompletionError,
     }
 }
@@ -48,6 +52,8 @@ struct Model {
     commands: u32,
     freed: u32,
     released: u32,
+    /// A CRED_REQ reached the initiator and its CRED_RSP has not come back.
+    cred_req_out: bool,
 }
 
 impl Model {
@@ -67,7 +73,14 @@ impl Model {
         assert!(c.outstanding() <= c.limit() && c.owed() <= c.outstanding());
         assert_eq!(
             self.held + i64::from(c.outstanding()),
-            i64::from(self.limit)
+            i64::from(self.limit),
+            "credits lost or invented"
+        );
+        // With credits owed and no CRED_REQ at the initiator, one may go.
+        let mut probe = *c;
+        assert!(
+            c.owed() == 0 || self.cred_req_out || probe.take_cred_req().is_some(),
+            "CRED_REQ disabled: {c:?}"
         );
     }
 }
@@ -118,6 +131,7 @@ fuzz_target!(|data: &[u8]| {
         commands: 0,
         freed: 0,
         released: 0,
+        cred_req_out: false,
     };
     if sel & 2 != 0 {
         let out = m.ch.handle(Event::Established);
@@ -166,6 +180,8 @@ fuzz_target!(|data: &[u8]| {
         }
         let live = m.ch.state() == ChannelState::Live;
         let had = m.ch.credits().available();
+        // Whether a target-initiated send this IU triggers fails.
+        let spare_fails = iu.get(1).is_some_and(|b| b & 1 != 0);
         match m.ch.on_iu(kind) {
             IuDisposition::Process if credit_iu => {
                 assert!(live && had > 0);
@@ -175,9 +191,18 @@ fuzz_target!(|data: &[u8]| {
             }
             IuDisposition::Overrun => {
                 assert!(live && credit_iu && had == 0);
-                m.held += i64::from(m.ch.credits_mut().overrun_delta());
+                let d = m.ch.credits_mut().overrun_delta();
+                if spare_fails {
+                    m.ch.credits_mut().spare_not_sent(d, false);
+                } else {
+                    m.held += i64::from(d);
+                }
             }
-            _ => {}
+            _ => {
+                if kind == IuKind::CredRsp && live {
+                    m.cred_req_out = false;
+                }
+            }
         }
         m.apply(&[]);
         // Events and command completions, as the selector and the IU's first byte say.
@@ -198,7 +223,12 @@ fuzz_target!(|data: &[u8]| {
         if op & 0x08 != 0
             && let Some(d) = m.ch.credits_mut().take_cred_req()
         {
-            m.held += i64::from(d);
+            if spare_fails {
+                m.ch.credits_mut().spare_not_sent(d, true);
+            } else {
+                m.held += i64::from(d);
+                m.cred_req_out = true;
+            }
             m.apply(&[]);
         }
     }

@@ -39,6 +39,7 @@ fuzz_target!(|data: &[u8]| {
     }
     let limits = Limits {
         max_qp_wr: u32::from(sel[5]) * 16,
+        srq: sel[6] & 2 != 0,
     };
     let peer = (sel[6] & 1 != 0).then_some(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)));
     let mut table: NexusTable<u8> = NexusTable::new();
@@ -68,6 +69,9 @@ fuzz_target!(|data: &[u8]| {
                 assert!(port.acl.permits(&req.initiator_port_id, peer));
                 assert_eq!(req.req_buf_fmt.0 & 0x6 & !port.buf_formats.0, 0);
                 assert!(acc.credits >= 1 && acc.credits <= port.queue_depth.min(limits.max_qp_wr));
+                // The channel's queue pair fits the device.
+                let (rq, sq) = limits.queue_depths(acc.credits, 4096);
+                assert!(sq <= limits.max_qp_wr && (limits.srq || rq <= limits.max_qp_wr));
                 if let Some(off) = acc.imm_data_offset {
                     assert!(port.immediate_data && req.immediate_requested() == Some(off));
                     assert!(u32::from(off) < acc.max_it_iu_len);

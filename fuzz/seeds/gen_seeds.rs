@@ -605,6 +605,25 @@ fn srp_seeds(o: &Out, captured_ius: &[Vec<u8>], captured_logins: &[Vec<u8>]) {
         }
         o.put("srp_iu", name, &v);
     }
+    // srp_iu: target-initiated sends failing. One credit (limit 1), live, overruns allowed: a
+    // command takes the credit; an IU of no known opcode (0x48) ends it without a response
+    // (0x40) and triggers a CRED_REQ (0x08) whose send fails (second byte, bit 0); a command
+    // beyond the credit is answered BUSY, and that send fails too; then a CRED_REQ goes.
+    let cmd = &ius[0];
+    let mut failing_cmd = cmd.clone();
+    failing_cmd[1] |= 1;
+    let mut v = vec![0x06u8];
+    v.extend_from_slice(&68u16.to_le_bytes());
+    for iu in [
+        cmd.clone(),
+        [&[0x48u8, 1][..], &[0; 14]].concat(),
+        failing_cmd,
+        [&[0x08u8, 0][..], &[0; 14]].concat(),
+    ] {
+        v.extend_from_slice(&(iu.len() as u16).to_le_bytes());
+        v.extend_from_slice(&iu);
+    }
+    o.put("srp_iu", "spare-sends-fail", &v);
     // srp_wire: [flags][len][IU]; descriptors redirected to the initiator's memory. The logout
     // goes last: it ends the channel.
     let mut v = Vec::new();

@@ -1,6 +1,8 @@
 //! A bdev that holds I/O until a test lets it through: wraps another bdev (usually malloc) and
 //! parks every submitted I/O while its [`Gate`] is closed. Used to keep commands in flight
-//! inside the target while a test disconnects, aborts or pauses.
+//! inside the target while a test disconnects, aborts or pauses. The gate can also refuse
+//! submissions, as a backend with no room does, so that commands wait in the target to be
+//! submitted rather than in the bdev.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -13,6 +15,8 @@ use target_core::bdev::{Bdev, BdevChannel, BdevError, BdevIo, IoType};
 pub struct Gate {
     closed: AtomicBool,
     held: AtomicUsize,
+    refusing: AtomicBool,
+    refused: AtomicUsize,
 }
 
 impl Gate {
@@ -29,6 +33,16 @@ impl Gate {
     /// I/Os parked right now.
     pub fn held(&self) -> usize {
         self.held.load(Ordering::Acquire)
+    }
+
+    /// While `on`, submissions are handed back (the backend is busy: the caller retries).
+    pub fn refuse(&self, on: bool) {
+        self.refusing.store(on, Ordering::Release);
+    }
+
+    /// Submissions refused so far.
+    pub fn refused(&self) -> usize {
+        self.refused.load(Ordering::Acquire)
     }
 }
 
@@ -96,6 +110,10 @@ struct GateChannel {
 
 impl BdevChannel for GateChannel {
     fn submit(&mut self, io: Box<BdevIo>) -> Result<(), Box<BdevIo>> {
+        if self.gate.refusing.load(Ordering::Acquire) {
+            self.gate.refused.fetch_add(1, Ordering::AcqRel);
+            return Err(io);
+        }
         if self.gate.closed.load(Ordering::Acquire) {
             self.held.push_back(io);
             self.gate.held.fetch_add(1, Ordering::AcqRel);

@@ -53,6 +53,12 @@ impl TestTarget {
             .expect("target device");
         net.add_device("sim_host", HOST_IP.parse::<IpAddr>().expect("ip"))
             .expect("host device");
+        Self::start_on(net, config)
+    }
+
+    /// Starts a target on `net`, which has devices at [`TARGET_IP`] and [`HOST_IP`] (a test
+    /// gives the target's device other limits with [`SimNetwork::add_device_with_attr`]).
+    pub fn start_on(net: SimNetwork, config: ReactorConfig) -> Self {
         let r = Reactors::start(config).expect("reactors");
         let target = Target::start(
             r,

@@ -552,20 +552,163 @@ fn verified_io_under_send_queue_and_buffer_pressure() {
     for (k, qd) in [8usize, 32, 64].into_iter().enumerate() {
         verify_at(&mut i, qd, 50 + k as u64);
     }
-    let srp = |fx: &SrpFixture| {
-        fx.stats()["poll_groups"][0]["transports"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["trtype"] == "SRP")
-            .unwrap()
-            .clone()
-    };
     // Buffers go home when the responses' SENDs complete, possibly after the initiator has
     // the responses.
     fx.wait_until("every data buffer home", |fx| {
-        srp(fx)["devices"][0]["free_data_buffers"] == 20
+        fx.srp_stats(0)["devices"][0]["free_data_buffers"] == 20
     });
-    let srp = srp(&fx);
+    let srp = fx.srp_stats(0);
     assert_eq!(srp["waiting_for_buffers"], 0, "{srp}");
+}
+
+#[test]
+fn immediate_data_ring_buffer_returns_to_ring_on_early_answer() {
+    // Immediate-data writes keep their data in the receive-ring buffer it arrived in. With the
+    // backend refusing submissions they wait in the target to be submitted, holding those
+    // buffers; ABORT TASK SET then ends them without a response. Each ring buffer must go back
+    // to its ring and be reposted: not into the data pool (another size, another
+    // registration), and not parked unposted.
+    let fx = SrpFixture::new(1, json!({"max_queue_depth": 16}), 2, 8192);
+    let (nsid, gate) = fx.gated("Gate0", 1024);
+    let lun = (nsid - 1) as u16;
+    let mut i = fx.login(INI);
+    assert!(i.immediate());
+    let total = fx.srp_stats(0)["devices"][0]["total_data_buffers"].clone();
+    gate.refuse(true);
+    let n = 12usize;
+    for k in 0..n {
+        let off = k * 4096;
+        i.mem()[off..off + 4096].copy_from_slice(&pattern(k as u64, 4096));
+        i.command(
+            lun,
+            &rw10(0x2a, (k * 8) as u32, 8),
+            &Data::Out(vec![(off, 4096)]),
+            Layout::Immediate,
+            false,
+        )
+        .unwrap();
+    }
+    fx.wait_until("every write waiting to be submitted", |f| {
+        f.qpairs()[0]["outstanding"] == n && gate.refused() >= n
+    });
+    let tm = i
+        .task_mgmt(lun, transport_srp::proto::TaskMgmt::AbortTaskSet)
+        .unwrap();
+    let r = i.wait(tm).unwrap();
+    assert_eq!(r.tm, Some(transport_srp::proto::TmResponse::Complete));
+    gate.refuse(false);
+    assert!(
+        i.next_response(Duration::from_millis(100))
+            .unwrap()
+            .is_none(),
+        "an aborted write was answered"
+    );
+    // Nothing outstanding: the ring is whole and posted, the pool holds its own buffers.
+    fx.wait_until("the aborted writes gone", |f| {
+        f.qpairs()[0]["outstanding"] == 0
+    });
+    let d = &fx.srp_stats(0)["devices"][0];
+    assert_eq!(
+        d["free_data_buffers"], total,
+        "data pool after {n} aborted immediate-data writes: {d}"
+    );
+    let c = &fx.qpairs()[0];
+    assert_eq!(
+        c["receives_posted"], c["receive_slots"],
+        "receive ring after {n} aborted immediate-data writes: {c}"
+    );
+    // A full window of immediate-data writes and reads with every buffer still works.
+    verify_at(&mut i, 14, 77);
+    fx.wait_until("every data buffer home", |f| {
+        f.srp_stats(0)["devices"][0]["free_data_buffers"] == total
+    });
+    let c = &fx.qpairs()[0];
+    assert_eq!(c["receives_posted"], c["receive_slots"], "{c}");
+}
+
+/// `n` descriptor segments of `seg` bytes each, one `gap` apart, from `off`.
+fn scattered(off: usize, n: usize, seg: u32, gap: usize) -> Vec<(usize, u32)> {
+    (0..n).map(|k| (off + k * gap, seg)).collect()
+}
+
+#[test]
+fn transfer_needing_more_work_requests_than_the_send_queue_budget_is_split_not_hung() {
+    // sq_size 16 leaves 12 send slots for requests. One RDMA READ or WRITE per descriptor
+    // segment: 20, 100 and 255 (the most an SRP_CMD can carry) segments need more work requests than the budget will ever
+    // hold, in one command. They must complete (in several rounds), never wait forever.
+    let fx = SrpFixture::new(1, json!({"sq_size": 16}), 1, 8192);
+    let mut i = fx.login(INI);
+    let budget = 12;
+    let mut seed = 0;
+    for (n, seg, qd) in [(20usize, 512u32, 1usize), (100, 512, 4), (255, 512, 2)] {
+        assert!(n + 1 > budget);
+        let len = n as u32 * seg;
+        let gap = seg as usize + 512;
+        let span = n * gap;
+        let mut cmds = Vec::new();
+        for q in 0..qd {
+            seed += 1;
+            let lba = q as u32 * (len / BS);
+            let data = pattern(seed, len as usize);
+            let segs = scattered(q * span, n, seg, gap);
+            for (k, &(o, l)) in segs.iter().enumerate() {
+                let at = k * seg as usize;
+                i.mem()[o..o + l as usize].copy_from_slice(&data[at..at + l as usize]);
+            }
+            let tag = i
+                .command(
+                    0,
+                    &rw10(0x2a, lba, (len / BS) as u16),
+                    &Data::Out(segs),
+                    Layout::Indirect,
+                    false,
+                )
+                .unwrap();
+            cmds.push((tag, lba, data));
+        }
+        for (tag, lba, _) in &cmds {
+            let r = i
+                .next_response(Duration::from_secs(3))
+                .unwrap()
+                .unwrap_or_else(|| {
+                    panic!("write of {n} segments at LBA {lba}: no response (tag {tag})")
+                });
+            assert_eq!(r.status, 0, "write of {n} segments: {r:?}");
+        }
+        let mut reads = Vec::new();
+        for (q, (_, lba, _)) in cmds.iter().enumerate() {
+            let segs = scattered(q * span, n, seg, gap);
+            for &(o, l) in &segs {
+                i.mem()[o..o + l as usize].fill(0xEE);
+            }
+            let tag = i
+                .command(
+                    0,
+                    &rw10(0x28, *lba, (len / BS) as u16),
+                    &Data::In(segs),
+                    Layout::Indirect,
+                    false,
+                )
+                .unwrap();
+            reads.push(tag);
+        }
+        for tag in &reads {
+            let r = i
+                .next_response(Duration::from_secs(3))
+                .unwrap()
+                .unwrap_or_else(|| panic!("read of {n} segments: no response (tag {tag})"));
+            assert_eq!(r.status, 0, "read of {n} segments: {r:?}");
+            assert_eq!(r.data_in, Residual::None);
+            let q = reads.iter().position(|t| *t == r.tag).unwrap();
+            let data = &cmds[q].2;
+            for (k, (o, l)) in scattered(q * span, n, seg, gap).into_iter().enumerate() {
+                let at = k * seg as usize;
+                assert!(
+                    i.mem()[o..o + l as usize] == data[at..at + l as usize],
+                    "read of {n} segments: segment {k} differs"
+                );
+            }
+        }
+    }
+    assert_eq!(fx.qpairs()[0]["state"], "live");
 }

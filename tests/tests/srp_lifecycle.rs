@@ -58,23 +58,48 @@ fn tm_code(i: &mut SrpInitiator, tag: u64) -> TmResponse {
     r.tm.unwrap_or_else(|| panic!("not a TM response: {r:?}"))
 }
 
-#[test]
-fn task_management_aborts_across_channels_and_poll_groups() {
-    let fx = SrpFixture::new(2, json!({}), 1, 1024);
-    let (nsid, gate) = fx.gated("Gate0", 1024);
-    assert_eq!(nsid, 2);
-    let lun = 1;
-    let mut a = fx.login(INI);
+/// Logs in a nexus of two channels (`INI`; the second one's tags from `1 << 16`) and
+/// another initiator (`INI + 1`, tags from `b_tags`), and checks that the channels are on
+/// both poll groups.
+fn two_channel_nexus_and_another(
+    fx: &SrpFixture,
+    b_tags: u64,
+) -> (SrpInitiator, SrpInitiator, SrpInitiator) {
+    let a = fx.login(INI);
     let mut p = fx.params(INI);
     p.multi_channel = true;
-    let mut a2 = fx.login_with(&p).unwrap();
-    let mut b = fx.login(INI + 1);
+    p.tag_base = 1 << 16;
+    let a2 = fx.login_with(&p).unwrap();
+    let mut p = fx.params(INI + 1);
+    p.tag_base = b_tags;
+    let b = fx.login_with(&p).unwrap();
     let threads: std::collections::BTreeSet<String> = fx
         .qpairs()
         .iter()
         .map(|q| q["thread"].as_str().unwrap().to_string())
         .collect();
     assert_eq!(threads.len(), 2, "channels on both poll groups");
+    (a, a2, b)
+}
+
+/// Sends ABORT TASK for `tag` on `lun`; returns the TM's tag.
+fn abort_task(i: &mut SrpInitiator, lun: u16, tag: u64) -> u64 {
+    i.task_mgmt(
+        lun,
+        TaskMgmt::AbortTask {
+            task_tag: Tag(tag.to_le_bytes()),
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn task_management_aborts_across_channels_and_poll_groups() {
+    let fx = SrpFixture::new(2, json!({}), 1, 1024);
+    let (nsid, gate) = fx.gated("Gate0", 1024);
+    assert_eq!(nsid, 2);
+    let lun = 1;
+    let (mut a, mut a2, mut b) = two_channel_nexus_and_another(&fx, 0);
 
     // ABORT TASK: waits until the task is gone from the bdev; the task never answers.
     gate.close();
@@ -82,14 +107,7 @@ fn task_management_aborts_across_channels_and_poll_groups() {
     let t2 = write_lun(&mut a2, lun, 2, 2);
     let t3 = write_lun(&mut b, lun, 3, 3);
     fx.wait_until("three writes parked", |_| gate.held() == 3);
-    let tm = a
-        .task_mgmt(
-            lun,
-            TaskMgmt::AbortTask {
-                task_tag: Tag(t1.to_le_bytes()),
-            },
-        )
-        .unwrap();
+    let tm = abort_task(&mut a, lun, t1);
     assert!(
         a.next_response(Duration::from_millis(200))
             .unwrap()
@@ -110,14 +128,7 @@ fn task_management_aborts_across_channels_and_poll_groups() {
         "the aborted task's credit came back with the TM response"
     );
     // A task that does not exist: nothing to do.
-    let tm = a
-        .task_mgmt(
-            lun,
-            TaskMgmt::AbortTask {
-                task_tag: Tag(999u64.to_le_bytes()),
-            },
-        )
-        .unwrap();
+    let tm = abort_task(&mut a, lun, 999);
     assert_eq!(tm_code(&mut a, tm), TmResponse::Complete);
 
     // ABORT TASK SET: the requesting nexus's tasks on every channel, not the other nexus's.
@@ -184,6 +195,69 @@ fn task_management_aborts_across_channels_and_poll_groups() {
     // All channels still work, and the aborted writes did reach the medium (they were in the
     // bdev already) or not, but nothing else was touched.
     let d = pattern(42, 512);
+    for i in [&mut a, &mut a2, &mut b] {
+        assert_eq!(
+            i.write(lun, 100, BS, 0, &d, Layout::Direct).unwrap().status,
+            0
+        );
+    }
+    drop((a, a2, b));
+    assert_clean(&fx);
+}
+
+/// The channel whose queue pair is `qp_num`.
+fn channel_of(fx: &SrpFixture, qp_num: u32) -> Value {
+    fx.qpairs()
+        .into_iter()
+        .find(|q| q["qp_num"] == qp_num)
+        .expect("the channel")
+}
+
+#[test]
+fn abort_task_reaches_the_task_on_another_channel_of_the_nexus() {
+    // SRP r16a §4.1.3: a task sent on one RDMA channel of an I_T nexus may be aborted by an
+    // ABORT TASK sent on another (ib_srp sends task management where it can). The task is on
+    // the second channel, on the other poll group; the ABORT TASK arrives on the first.
+    let fx = SrpFixture::new(2, json!({}), 1, 1024);
+    let (nsid, gate) = fx.gated("Gate0", 1024);
+    let lun = (nsid - 1) as u16;
+    // The other nexus has a task of the same tag on the same LUN: not in the ABORT TASK's
+    // scope.
+    let (mut a, mut a2, mut b) = two_channel_nexus_and_another(&fx, 1 << 16);
+    let a2_qp = fx
+        .qpairs()
+        .iter()
+        .filter(|q| q["initiator_port_id"].as_str().unwrap().ends_with("7890"))
+        .map(|q| q["qp_num"].as_u64().unwrap() as u32)
+        .max()
+        .unwrap();
+    gate.close();
+    let t = write_lun(&mut a2, lun, 1, 1);
+    let tb = write_lun(&mut b, lun, 2, 2);
+    assert_eq!(t, tb, "the same tag in both nexuses");
+    fx.wait_until("two writes parked", |_| gate.held() == 2);
+    let tm = abort_task(&mut a, lun, t);
+    // The answer waits until the task is gone from the bdev. (The gate opens before any
+    // assertion: a parked write would keep the target from shutting down.)
+    let early = a.next_response(Duration::from_millis(300)).unwrap();
+    gate.open();
+    assert!(
+        early.is_none(),
+        "ABORT TASK answered while the task on the other channel was still in the bdev: {early:?}"
+    );
+    assert_eq!(tm_code(&mut a, tm), TmResponse::Complete);
+    assert_eq!(b.wait(tb).unwrap().status, 0, "the other nexus's task");
+    let r = a2.next_response(Duration::from_millis(200)).unwrap();
+    assert!(r.is_none(), "the aborted task was answered: {r:?}");
+    assert_eq!(channel_of(&fx, a2_qp)["aborted"], 1);
+    // Its credit comes back by SRP_CRED_REQ (nothing else was outstanding on that channel).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while a2.req_lim < 128 && std::time::Instant::now() < deadline {
+        a2.poll_once().unwrap();
+    }
+    assert_eq!((a2.req_lim, a2.cred_reqs), (128, 1));
+    // Every channel still works.
+    let d = pattern(43, 512);
     for i in [&mut a, &mut a2, &mut b] {
         assert_eq!(
             i.write(lun, 100, BS, 0, &d, Layout::Direct).unwrap().status,
@@ -262,6 +336,54 @@ fn dreq_in_the_middle_of_io_drains_before_release() {
     fx.wait_until("the session released", |f| f.qpairs().len() == 1);
     assert_eq!(fx.controllers().len(), 1);
     drop(other);
+    assert_clean(&fx);
+}
+
+#[test]
+fn draining_channel_whose_marker_never_completes_is_released_by_the_watchdog() {
+    // The zero-length RDMA WRITE marker's completion is the last of a draining channel's send
+    // queue. If the adapter never delivers it, nothing else ends DRAINING: a deadline must
+    // (the queue pair destroyed, the channel released, a warning logged).
+    let fx = SrpFixture::new(1, json!({"disconnect_timeout_ms": 200}), 1, 1024);
+    let mut i = fx.login(INI);
+    assert_eq!(i.read(0, 0, BS, 1, 0, Layout::Direct).unwrap().0.status, 0);
+    // Nothing on the send queue any more: the read's response SEND has completed.
+    fx.wait_until("the read finished", |f| f.qpairs()[0]["outstanding"] == 0);
+    let qp = fx.qpairs()[0]["qp_num"].as_u64().unwrap() as u32;
+    // The next send completion of the channel, the marker's flush, is lost.
+    let mut ledger = rtgt_tests::faults::FaultLedger::new(&fx.t.net);
+    fx.t.net
+        .faults()
+        .drop_completion(fabric::CompletionMatch::qp(qp).send());
+    i.logout().unwrap();
+    assert!(i.wait_disconnected(Duration::from_secs(10)));
+    drop(i);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let q = fx.qpairs();
+        if q.is_empty() {
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            // A target with a channel stuck draining never finishes shutting down: leak it,
+            // so that the test fails instead of hanging.
+            let what = q[0].to_string();
+            std::mem::forget(fx);
+            panic!("the channel was never released: {what}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // The watchdog released it: the marker's completion was lost, not late.
+    ledger.expect(
+        rtgt_tests::faults::dropped(1),
+        "the drain marker's completion lost",
+    );
+    let srp = fx.srp_stats(0);
+    assert_eq!(srp["drain_timeouts"], 1, "{srp}");
+    assert_clean(&fx);
+    let mut i = fx.login(INI);
+    assert_eq!(i.read(0, 0, BS, 1, 0, Layout::Direct).unwrap().0.status, 0);
+    drop(i);
     assert_clean(&fx);
 }
 

@@ -325,3 +325,83 @@ fn an_explicit_target_port_id_replaces_the_derived_one() {
     lp.target = transport_srp::port_id::derived_target_port_id(nqn);
     assert_eq!(reason(fx.login_with(&lp)), 0x10003);
 }
+
+/// A target whose RDMA device allows `max_qp_wr` work requests per queue, with SRP options
+/// `opts` and one 8192-block LUN.
+fn on_small_device(max_qp_wr: u32, opts: serde_json::Value) -> SrpFixture {
+    use fabric::SimNetwork;
+    use rtgt_tests::{HOST_IP, TARGET_IP, TestTarget};
+    let ip = |a: &str| a.parse::<std::net::IpAddr>().unwrap();
+    let mut attr = SimNetwork::new()
+        .add_device("probe", ip(TARGET_IP))
+        .unwrap()
+        .query()
+        .unwrap();
+    attr.max_qp_wr = max_qp_wr;
+    let net = SimNetwork::new();
+    net.add_device_with_attr("sim_tgt", ip(TARGET_IP), attr)
+        .unwrap();
+    net.add_device("sim_host", ip(HOST_IP)).unwrap();
+    let t = TestTarget::start_on(net, target_core::reactor::ReactorConfig::with_count(1));
+    SrpFixture::on(t, opts, 1, 8192)
+}
+
+#[test]
+fn credits_are_sized_so_the_queue_pair_fits_the_device() {
+    // ib_srpt grants min(128, max_qp_wr) credits; the receive queue holds the credits and two
+    // more receives (an initiator's answer to a target request, an I_LOGOUT). On a device
+    // whose queues hold 64 work requests, the default 128 credits become 62, not a queue
+    // pair the device refuses.
+    let fx = on_small_device(64, json!({}));
+    let mut i = fx
+        .login_with(&fx.params(INI))
+        .unwrap_or_else(|e| panic!("login on a device with max_qp_wr 64: {e:?}"));
+    assert_eq!(i.login.req_lim_delta, 62);
+    let q = &fx.qpairs()[0];
+    assert_eq!(
+        (&q["credits"], &q["receive_slots"]),
+        (&json!(62), &json!(64)),
+        "{q}"
+    );
+    // The whole window in flight (ib_srp keeps one credit for task management).
+    let mut tags = Vec::new();
+    for n in 0..61u32 {
+        let off = n as usize * 4096;
+        i.mem()[off..off + 4096].copy_from_slice(&pattern(u64::from(n), 4096));
+        tags.push(
+            i.command(
+                0,
+                &rtgt_tests::srp_initiator::rw10(0x2a, n * 8, 8),
+                &rtgt_tests::srp_initiator::Data::Out(vec![(off, 4096)]),
+                Layout::Direct,
+                false,
+            )
+            .unwrap(),
+        );
+    }
+    for t in tags {
+        assert_eq!(i.wait(t).unwrap().status, 0);
+    }
+    for n in 0..61u32 {
+        let (r, d) = i.read(0, n * 8, BS, 8, 1 << 20, Layout::Direct).unwrap();
+        assert_eq!(r.status, 0);
+        assert!(d == pattern(u64::from(n), 4096), "block {n}");
+    }
+    drop(i);
+    fx.wait_until("the channel released", |f| f.qpairs().is_empty());
+    // With a shared receive queue the channel has no receive queue of its own to fit.
+    let fx = on_small_device(64, json!({"use_srq": true}));
+    let i = fx.login_with(&fx.params(INI)).unwrap();
+    assert_eq!(i.login.req_lim_delta, 64);
+    drop(i);
+    // Queues too small for any channel (fewer than 2 credits, or no room for the send
+    // queue's spare slots): the login is rejected for insufficient resources.
+    for max_qp_wr in [3, 5] {
+        let fx = on_small_device(max_qp_wr, json!({}));
+        assert_eq!(
+            reason(fx.login_with(&fx.params(INI))),
+            0x10001,
+            "max_qp_wr {max_qp_wr}"
+        );
+    }
+}

@@ -24,6 +24,10 @@
 //! 4. When the send-queue marker has completed and the receives are drained, the channel is
 //!    DISCONNECTED. Once its commands have finished, the session is released; the channel is
 //!    freed when its last reference goes.
+//! 5. A watchdog bounds DRAINING: if the marker's completion or a receive's flush never comes
+//!    (an adapter that loses it), the runtime's timer feeds [`Event::DrainTimeout`]; the queue
+//!    pair is destroyed ([`Action::DestroyQp`]), whatever was still posted counts as done, and
+//!    the channel goes on to DISCONNECTED.
 
 use arrayvec::ArrayVec;
 
@@ -110,6 +114,9 @@ pub enum Event {
     DisconnectFailed,
     /// The runtime's timer: no DREP or TimeWait exit arrived in time after a disconnect.
     DisconnectTimeout,
+    /// The runtime's timer: the drain did not finish in time (the marker's completion or a
+    /// receive's flush never came).
+    DrainTimeout,
     /// A local request to close the channel.
     Close(CloseReason),
     /// The zero-length RDMA WRITE marker completed (`ok`: success rather than flush).
@@ -147,6 +154,10 @@ pub enum Action {
     /// Abort the outstanding commands: no more data transfers, no responses; each still
     /// reports [`Channel::command_finished`] when its bdev I/O is done.
     AbortOutstanding,
+    /// The drain timed out: destroy the queue pair now. The adapter touches none of the
+    /// channel's buffers after that, so every work request still posted counts as completed
+    /// (flushed); completions that never came never will.
+    DestroyQp,
     /// Release the session: destroy the CM id and QP, free the rings, unlink the channel
     /// from its nexus.
     ReleaseSession,
@@ -294,6 +305,20 @@ impl Credits {
     /// The initiator answered our CRED_REQ or AER_REQ.
     pub fn target_request_answered(&mut self) {
         self.target_request_outstanding = false;
+    }
+
+    /// A target-initiated IU carrying `delta` never reached the initiator: posting it failed,
+    /// or its SEND completed in error. `cred_req`: it was the SRP_CRED_REQ whose delta
+    /// [`Credits::take_cred_req`] gave; otherwise the answer to an overrun
+    /// ([`Credits::overrun_delta`]). The credits are owed again (the next response or
+    /// CRED_REQ carries them), and a failed CRED_REQ is no longer outstanding, so that the
+    /// next one may go.
+    pub fn spare_not_sent(&mut self, delta: u32, cred_req: bool) {
+        self.outstanding = (self.outstanding + delta).min(self.limit);
+        self.owed = (self.owed + delta).min(self.outstanding);
+        if cred_req {
+            self.target_request_outstanding = false;
+        }
     }
 
     /// Credits granted at login.
@@ -487,6 +512,14 @@ impl Channel {
             Event::DisconnectTimeout => {
                 if self.state == Disconnecting {
                     self.close(&mut out);
+                }
+            }
+            Event::DrainTimeout => {
+                if self.state == Draining {
+                    out.push(Action::DestroyQp);
+                    self.sq_drained = true;
+                    self.rq_drained = true;
+                    self.check_drained(&mut out);
                 }
             }
             Event::Close(reason) => self.local_close(reason, &mut out),

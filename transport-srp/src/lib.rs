@@ -44,7 +44,10 @@
 //! - login checks, reject reasons, LOGIN_RSP values (credits 128, max_it_iu_len =
 //!   `max_req_size`, immediate data at the initiator's offset) and multi-channel semantics
 //!   are ib_srpt's; the max_ti_iu_len advertised is `max_rsp_size` (ib_srpt echoes the
-//!   initiator's IT length there);
+//!   initiator's IT length there); credits shrink so that the channel's receive queue
+//!   (credits + 2) fits the device's `max_qp_wr` (ib_srpt: min(128, max_qp_wr), which can
+//!   fail to create the queue pair), and a device too small for a channel is refused with
+//!   0x10001;
 //! - a login is rejected while the subsystem is not active (ib_srpt: port not enabled);
 //! - SRP_I_LOGOUT closes the channel (ib_srpt only logs it); a single-channel login sends
 //!   SRP_T_LOGOUT (reason 4) to the channels it terminates before disconnecting them;
@@ -53,6 +56,9 @@
 //! - descriptor errors answer CHECK CONDITION, INVALID FIELD IN COMMAND INFORMATION UNIT
 //!   (SCST's choice; ib_srpt answers BUSY); indirect descriptors whose table is not in the IU
 //!   (ib_srp's `allow_ext_sg=1`) are refused that way too;
+//! - a transfer needing more RDMA work requests than the send queue holds (a small `sq_size`,
+//!   many descriptors) goes in rounds of what the queue has room for; ib_srpt drops such a
+//!   response ("IB send queue full") and the initiator recovers only by its timeout;
 //! - aborted tasks (ABORT TASK, ABORT TASK SET, CLEAR TASK SET, LOGICAL UNIT RESET across
 //!   every channel and poll group) get no response; the TM response waits until they are
 //!   gone from the bdev and the wire.

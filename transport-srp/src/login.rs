@@ -105,19 +105,47 @@ pub const DEFAULT_QUEUE_DEPTH: u32 = 128;
 /// Smallest send buffer: an SRP_RSP with a full 18-byte fixed sense fits, and so does every
 /// other target-to-initiator IU without sense.
 pub const MIN_RSP_SIZE: u32 = 64;
+/// Receives a channel posts beyond its credits: the initiator's answers to target requests
+/// (SRP_CRED_RSP, SRP_AER_RSP) and SRP_I_LOGOUT take no credit.
+pub const RECV_SPARE: u32 = 2;
+/// Send-queue entries a channel keeps for target-initiated IUs (SRP_T_LOGOUT, SRP_CRED_REQ,
+/// the BUSY answers to credit overruns).
+pub const SEND_SPARES: u32 = 4;
+/// Smallest send queue: the spare entries and room for requests' work.
+pub const MIN_SEND_DEPTH: u32 = SEND_SPARES + 2;
+/// Fewest credits a channel is granted: ib_srp keeps one for task management, so with fewer
+/// it could send no command.
+pub const MIN_CREDITS: u32 = 2;
 
 /// Device limits that bound what a channel can get.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
-    /// Largest receive queue the device allows (`max_qp_wr`).
+    /// Largest send or receive queue the device allows (`max_qp_wr`).
     pub max_qp_wr: u32,
+    /// Receives come from a shared receive queue: the channel has no receive queue of its own
+    /// to fit.
+    pub srq: bool,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_qp_wr: u32::MAX,
+            srq: false,
         }
+    }
+}
+
+impl Limits {
+    /// Receive and send depths of a channel granted `credits` by [`decide`] (which made them
+    /// fit) that asks for `sq_size` send-queue entries: the credits and [`RECV_SPARE`]
+    /// receives (posted to its own receive queue, or taken from the shared one), and
+    /// `sq_size` within the device, at least [`MIN_SEND_DEPTH`].
+    pub fn queue_depths(&self, credits: u32, sq_size: u32) -> (u32, u32) {
+        (
+            credits + RECV_SPARE,
+            sq_size.max(MIN_SEND_DEPTH).min(self.max_qp_wr),
+        )
     }
 }
 
@@ -216,11 +244,20 @@ pub fn decide(
             "initiator not allowed (no ACL entry)",
         ));
     }
-    let credits = port.queue_depth.min(limits.max_qp_wr);
-    if credits == 0 {
+    // The channel's queue pair must fit the device: its receive queue holds the credits and
+    // RECV_SPARE more (none of its own with a shared receive queue), its send queue at least
+    // MIN_SEND_DEPTH entries. Credits shrink to fit (ib_srpt: min(rq_size, max_qp_wr)); a
+    // device too small for any channel refuses the login.
+    let recv_room = if limits.srq {
+        limits.max_qp_wr
+    } else {
+        limits.max_qp_wr.saturating_sub(RECV_SPARE)
+    };
+    let credits = port.queue_depth.min(recv_room);
+    if credits < MIN_CREDITS || limits.max_qp_wr < MIN_SEND_DEPTH {
         return Err(reject(
             RejectReason::InsufficientResources,
-            "no receive queue entries",
+            "the device's queues are too small for a channel",
         ));
     }
     // Immediate data needs room for the 4-byte descriptor before the data and at least one
@@ -326,15 +363,47 @@ mod tests {
         acl.acl = Acl::Allow(vec![InitiatorMatch::PortId(PortId::from_halves(0, 1))]);
         assert_eq!(reason(decide(&linux_req(), &acl, None, &l)), 0x10006);
         // No receive queue.
-        assert_eq!(
-            reason(decide(
-                &linux_req(),
-                &port(),
-                None,
-                &Limits { max_qp_wr: 0 }
-            )),
-            0x10001
-        );
+        let none = Limits {
+            max_qp_wr: 0,
+            srq: false,
+        };
+        assert_eq!(reason(decide(&linux_req(), &port(), None, &none)), 0x10001);
+    }
+
+    #[test]
+    fn credits_are_sized_so_the_queue_pair_fits_the_device() {
+        let credits = |max_qp_wr, srq| {
+            decide(&linux_req(), &port(), None, &Limits { max_qp_wr, srq }).map(|a| a.credits)
+        };
+        // The receive queue holds the credits and two spare receives.
+        assert_eq!(credits(16384, false), Ok(128));
+        assert_eq!(credits(130, false), Ok(128));
+        assert_eq!(credits(129, false), Ok(127));
+        assert_eq!(credits(64, false), Ok(62));
+        // With a shared receive queue only the send queue bounds the queue pair.
+        assert_eq!(credits(64, true), Ok(64));
+        // The smallest device: two credits, the send queue's spares and two entries more.
+        assert_eq!(credits(MIN_SEND_DEPTH, false), Ok(4));
+        for (max_qp_wr, srq) in [(3, false), (5, false), (5, true), (1, true), (0, true)] {
+            assert_eq!(
+                credits(max_qp_wr, srq).map_err(|r| r.reason.code()),
+                Err(0x10001),
+                "max_qp_wr {max_qp_wr} srq {srq}"
+            );
+        }
+        // The depths the runtime creates always fit.
+        for max_qp_wr in [6, 7, 64, 130, 4097, 16384] {
+            let l = Limits {
+                max_qp_wr,
+                srq: false,
+            };
+            let a = decide(&linux_req(), &port(), None, &l).unwrap();
+            for sq_size in [1, 16, 4096, 65535] {
+                let (rq, sq) = l.queue_depths(a.credits, sq_size);
+                assert!(rq <= max_qp_wr && sq <= max_qp_wr, "{max_qp_wr} {sq_size}");
+                assert!(sq >= MIN_SEND_DEPTH && rq == a.credits + RECV_SPARE);
+            }
+        }
     }
 
     #[test]
@@ -356,9 +425,12 @@ mod tests {
 
     #[test]
     fn negotiation() {
-        let l = Limits { max_qp_wr: 64 };
+        let l = Limits {
+            max_qp_wr: 64,
+            srq: false,
+        };
         let a = decide(&linux_req(), &port(), None, &l).unwrap();
-        assert_eq!(a.credits, 64);
+        assert_eq!(a.credits, 62);
         // Immediate data declined, login accepted: not configured, not asked, offset too small.
         let mut no_imm = port();
         no_imm.immediate_data = false;

@@ -34,7 +34,9 @@ pub const USED_OPTIONS: &[&str] = &[
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SrpOpts {
     /// Credits granted per channel (LOGIN_RSP REQUEST LIMIT DELTA) and requests the target
-    /// keeps per channel; ib_srpt's `rq_size` (128). Range 2..=4096.
+    /// keeps per channel; ib_srpt's `rq_size` (128). Range 2..=4096. A channel gets fewer
+    /// when its receive queue (credits + 2 receives, without SRQ) would not fit the RDMA
+    /// device's `max_qp_wr`.
     pub max_queue_depth: u32,
     /// Largest initiator-to-target IU accepted, advertised as MAXIMUM INITIATOR TO TARGET IU
     /// LENGTH and used as the receive buffer size: ib_srpt's `srp_max_req_size` (8276). Linux
@@ -68,7 +70,9 @@ pub struct SrpOpts {
     /// microseconds (it also wakes on the event channel's fd). Default 10000.
     pub acceptor_poll_rate: u32,
     /// How long a closing channel waits for the connection manager (DREP, TimeWait exit)
-    /// before it drains anyway, in milliseconds. Default 3000.
+    /// before it drains anyway, and then how long it waits for the drain (the flush
+    /// completions of its send-queue marker and receives) before it destroys the queue pair
+    /// anyway, with a warning, in milliseconds. Default 3000.
     pub disconnect_timeout_ms: u32,
 }
 
@@ -195,6 +199,11 @@ impl SrpOpts {
             ));
         }
         Ok(())
+    }
+
+    /// How long a draining channel waits for its last completions.
+    pub fn drain_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(u64::from(self.disconnect_timeout_ms))
     }
 
     /// Data buffers one transfer of `max_io_size` needs.

@@ -475,7 +475,11 @@ fn login_request(shared: &Arc<Shared>, listener: u64, req: ConnectRequest) {
         .device()
         .and_then(|d| d.query().ok())
         .map_or(0, |a| a.max_qp_wr);
-    let accept = match login::decide(&login, &cfg, Some(peer), &Limits { max_qp_wr }) {
+    let limits = Limits {
+        max_qp_wr,
+        srq: o.use_srq,
+    };
+    let accept = match login::decide(&login, &cfg, Some(peer), &limits) {
         Ok(a) => a,
         Err(rj) => {
             return reject(shared, req.id, rj.reason, login.tag, rj.cause, &who);

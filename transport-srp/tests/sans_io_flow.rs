@@ -42,7 +42,11 @@ impl Target {
     /// the LOGIN_RSP bytes.
     fn connect(&mut self, private_data: &[u8]) -> (usize, [u8; 52]) {
         let req = LoginReq::decode_rdma_cm(private_data).unwrap();
-        let accept = login::decide(&req, &self.port, None, &Limits { max_qp_wr: 16384 }).unwrap();
+        let limits = Limits {
+            max_qp_wr: 16384,
+            srq: false,
+        };
+        let accept = login::decide(&req, &self.port, None, &limits).unwrap();
         let id = self.channels.len();
         let key = NexusKey {
             initiator: req.initiator_port_id,

@@ -45,6 +45,10 @@ pub struct LoginParams {
     pub send_slots: usize,
     /// Source address (the host device).
     pub src: Option<SocketAddr>,
+    /// The first tag: tags must be unique across the channels of an I_T nexus, so ib_srp
+    /// puts the channel's hardware queue index in bits 16 and up (`blk_mq_unique_tag`); a
+    /// second channel of a nexus starts at e.g. `1 << 16`.
+    pub tag_base: u64,
 }
 
 impl LoginParams {
@@ -59,6 +63,7 @@ impl LoginParams {
             data_size: 8 << 20,
             send_slots: 256,
             src: None,
+            tag_base: 0,
         }
     }
 }
@@ -256,7 +261,7 @@ impl SrpInitiator {
             recv_len: RECV_LEN,
             login: LoginRsp::decode(&[0xC0; 52]).map_err(|e| LoginError::Cm(e.to_string()))?,
             req_lim: 0,
-            next_tag: 1,
+            next_tag: p.tag_base + 1,
             outstanding: HashMap::new(),
             responses: VecDeque::new(),
             t_logouts: Vec::new(),
@@ -764,7 +769,11 @@ pub const BS: u32 = 512;
 impl SrpFixture {
     /// `reactors` reactors, SRP options `opts`, `luns` malloc bdevs of `blocks` blocks.
     pub fn new(reactors: usize, opts: serde_json::Value, luns: usize, blocks: u64) -> Self {
-        let t = crate::TestTarget::start(reactors);
+        Self::on(crate::TestTarget::start(reactors), opts, luns, blocks)
+    }
+
+    /// Like [`SrpFixture::new`], on a target already started.
+    pub fn on(t: crate::TestTarget, opts: serde_json::Value, luns: usize, blocks: u64) -> Self {
         t.transport("SRP", opts);
         let nqn = "nqn.2016-06.io.rtgt:srp0".to_string();
         t.subsystem(&nqn, true);
@@ -840,6 +849,15 @@ impl SrpFixture {
     /// `nvmf_get_stats`.
     pub fn stats(&self) -> serde_json::Value {
         self.t.rt.block_on(self.t.target.stats())
+    }
+
+    /// The SRP transport's counters on poll group `pg` (from `nvmf_get_stats`).
+    pub fn srp_stats(&self, pg: usize) -> serde_json::Value {
+        self.stats()["poll_groups"][pg]["transports"]
+            .as_array()
+            .and_then(|ts| ts.iter().find(|t| t["trtype"] == "SRP"))
+            .cloned()
+            .expect("SRP counters of the poll group")
     }
 
     /// Waits until `f` holds (polling every 10 ms), up to [`TIMEOUT`].

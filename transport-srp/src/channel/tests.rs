@@ -323,6 +323,38 @@ fn marker_post_failure_counts_as_a_drained_send_queue() {
 }
 
 #[test]
+fn drain_timeout_destroys_the_queue_pair_and_ends_draining() {
+    // Neither the marker nor the receives' flushes ever complete.
+    let mut ch = live(4);
+    ch.command_started();
+    ch.handle(Event::Close(CloseReason::PortDisabled));
+    assert_eq!(ch.state(), Draining);
+    let o = ch.handle(Event::DrainTimeout);
+    assert_eq!(states(&o), [Disconnected]);
+    // A command still holds the session; its end releases it.
+    assert_eq!(acts(&o), [DestroyQp]);
+    assert_eq!(
+        acts(&ch.command_finished(false)),
+        [ReleaseSession, FreeChannel]
+    );
+    // Late completions and a second timeout change nothing.
+    assert!(ch.handle(Event::SqMarkerDone { ok: false }).is_empty());
+    assert!(ch.handle(Event::RecvsDrained).is_empty());
+    assert!(ch.handle(Event::DrainTimeout).is_empty());
+    // Outside DRAINING the drain timer means nothing.
+    let mut ch = live(4);
+    assert!(ch.handle(Event::DrainTimeout).is_empty());
+    ch.handle(Event::Close(CloseReason::Logout));
+    assert_eq!(ch.state(), Disconnecting);
+    assert!(ch.handle(Event::DrainTimeout).is_empty());
+    // The marker came, a receive's flush did not.
+    ch.handle(Event::Disconnected);
+    ch.handle(Event::SqMarkerDone { ok: false });
+    let o = ch.handle(Event::DrainTimeout);
+    assert_eq!(acts(&o), [DestroyQp, ReleaseSession, FreeChannel]);
+}
+
+#[test]
 fn state_names() {
     let names: Vec<_> = [Connecting, Live, Disconnecting, Draining, Disconnected]
         .iter()
@@ -384,6 +416,40 @@ fn cred_req_only_one_at_a_time() {
     c.target_request_answered();
     assert_eq!(c.take_cred_req(), Some(1));
     assert_eq!(c.available(), 4);
+}
+
+#[test]
+fn credits_carried_by_a_failed_spare_send_are_owed_again() {
+    let mut c = Credits::new(4);
+    for _ in 0..3 {
+        c.consume().unwrap();
+    }
+    c.finished_without_response();
+    c.finished_without_response();
+    // The CRED_REQ carrying both could not be posted (or its SEND failed).
+    assert_eq!(c.take_cred_req(), Some(2));
+    c.spare_not_sent(2, true);
+    assert_eq!((c.owed(), c.outstanding(), c.available()), (2, 3, 1));
+    // CRED_REQ is not disabled: the next one carries them.
+    assert_eq!(c.take_cred_req(), Some(2));
+    assert_eq!(c.take_cred_req(), None, "one CRED_REQ at a time");
+    c.target_request_answered();
+    // The BUSY answer to an overrun carried an owed credit and failed: owed again, and it
+    // does not touch an outstanding CRED_REQ.
+    c.finished_without_response();
+    assert_eq!(c.take_cred_req(), Some(1));
+    c.consume().unwrap();
+    c.consume().unwrap();
+    c.consume().unwrap();
+    c.consume().unwrap();
+    c.finished_without_response();
+    assert_eq!(c.overrun_delta(), 1);
+    c.spare_not_sent(1, false);
+    assert_eq!((c.owed(), c.outstanding()), (1, 4));
+    assert_eq!(c.take_cred_req(), None, "the CRED_REQ is still outstanding");
+    // Never more than the grant.
+    c.spare_not_sent(9, false);
+    assert_eq!((c.owed(), c.outstanding()), (4, 4));
 }
 
 #[test]

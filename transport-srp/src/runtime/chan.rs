@@ -18,7 +18,9 @@ use target_core::target::{ControllerInfo, ListenAddr, PgCore, Subsystem, Subsyst
 
 use super::req::Req;
 use super::{RecvRef, SrpPg, kind, pack};
-use crate::channel::{Action, Channel, CloseReason, Event, IuDisposition, IuKind, Output};
+use crate::channel::{
+    Action, Channel, ChannelState, CloseReason, Event, IuDisposition, IuKind, Output,
+};
 use crate::login::Accept;
 use crate::nexus::NexusKey;
 use crate::proto::{
@@ -31,9 +33,7 @@ use crate::transport::CmSignal;
 /// completion frees the slot, so a fast initiator may reuse the credit first.
 pub(super) const REQ_SPARE: u32 = 16;
 /// Send slots for target-initiated IUs (T_LOGOUT, CRED_REQ, answers to credit overruns).
-pub(super) const SPARES: u16 = 4;
-/// Receives beyond the credits (a CRED_RSP / AER_RSP answer, an I_LOGOUT).
-const RECV_SPARE: u32 = 2;
+pub(super) const SPARES: u16 = crate::login::SEND_SPARES as u16;
 
 /// An accepted login handed from the acceptor to the poll group that will own the channel.
 pub(crate) struct NewChannel {
@@ -93,10 +93,22 @@ pub(super) struct Chan {
     pub reqs: Vec<Req>,
     pub req_free: Vec<u16>,
     spare_free: Vec<u16>,
+    /// Credits each spare send slot carries (REQUEST LIMIT DELTA, and whether it is the
+    /// CRED_REQ), given back if its SEND fails.
+    spare_grants: [SpareGrant; SPARES as usize],
     pub qp_error: bool,
     deadline: Option<Instant>,
     pub max_sge: usize,
     pub stats: ChanStats,
+}
+
+/// Credits a target-initiated IU carries to the initiator.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct SpareGrant {
+    /// REQUEST LIMIT DELTA.
+    pub delta: u32,
+    /// It is an SRP_CRED_REQ (a target request the initiator answers).
+    pub cred_req: bool,
 }
 
 /// Per-channel counters.
@@ -116,6 +128,13 @@ impl Chan {
         self.sq_depth.saturating_sub(u32::from(SPARES))
     }
 
+    /// What tells this channel's receive, spare and marker work requests from those of an
+    /// earlier channel in the same slot (whose queue pair a drain timeout destroyed with
+    /// completions still to come).
+    pub fn generation(&self) -> u16 {
+        self.gid as u16
+    }
+
     fn can_post_recv(&self) -> bool {
         !self.qp_error && self.sm.state() <= crate::channel::ChannelState::Live
     }
@@ -129,7 +148,7 @@ impl Chan {
             return false;
         };
         let wr = RecvWr::new(
-            pack(kind::RECV, self.key, slot, 0),
+            pack(kind::RECV, self.key, slot, self.generation()),
             SgeList::one(mr.sge(b.base_addr() + self.rpad as u64, self.max_it)),
         );
         match qp.post_recv([&wr]) {
@@ -175,6 +194,8 @@ impl Chan {
             "max_ti_iu_len": self.max_ti,
             "immediate_data": self.imm_off.is_some(),
             "srq": self.srq,
+            "receive_slots": self.recv.len(),
+            "receives_posted": self.recv_posted,
             "qp_num": self.qp_num,
             "commands": self.stats.commands,
             "task_management": self.stats.task_mgmt,
@@ -290,9 +311,13 @@ impl SrpPg {
         };
         let credits = nc.accept.credits;
         let srq = o.use_srq;
-        let rq_depth = credits + RECV_SPARE;
         let d = &mut self.devs[dev];
-        let sq_depth = o.sq_size.min(d.max_qp_wr).max(u32::from(SPARES) + 2);
+        // The login decision sized the credits for this device (the acceptor asked it too).
+        let limits = crate::login::Limits {
+            max_qp_wr: d.max_qp_wr,
+            srq,
+        };
+        let (rq_depth, sq_depth) = limits.queue_depths(credits, o.sq_size);
         let cq_need = sq_depth + rq_depth + 4;
         let cq = match d.reserve_cq(cq_need) {
             Ok(c) => c,
@@ -321,7 +346,7 @@ impl SrpPg {
                 return Err((Some(nc.id), res, format!("queue pair: {e}")));
             }
         };
-        let sq_depth = sq_depth.min(qp.cap().max_send_wr.max(u32::from(SPARES) + 2));
+        let sq_depth = sq_depth.min(qp.cap().max_send_wr.max(crate::login::MIN_SEND_DEPTH));
         let d = &self.devs[dev];
         // Receive ring (the IU at `rpad` so that immediate data lands 512-byte aligned).
         let max_it = nc.accept.max_it_iu_len;
@@ -406,6 +431,7 @@ impl SrpPg {
             reqs: (0..nreq).map(|_| Req::new()).collect(),
             req_free: (0..nreq as u16).rev().collect(),
             spare_free: (0..SPARES).collect(),
+            spare_grants: [SpareGrant::default(); SPARES as usize],
             qp_error: false,
             deadline: None,
             max_sge: max_sge as usize,
@@ -579,7 +605,7 @@ impl SrpPg {
                         tag: Tag([0; 8]),
                     }
                     .encode();
-                    self.send_spare(key, &iu);
+                    self.send_spare(key, &iu, SpareGrant::default());
                 }
                 Action::Disconnect => {
                     c.qp_error = true;
@@ -609,6 +635,11 @@ impl SrpPg {
                         continue;
                     };
                     c.qp_error = true;
+                    // The drain's watchdog (it replaces the disconnect's timer, if any).
+                    if c.deadline.is_none() {
+                        self.closing += 1;
+                    }
+                    c.deadline = Some(Instant::now() + self.shared.opts.drain_timeout());
                     if let Some(qp) = c.qp.as_ref()
                         && let Err(e) = qp.modify_to_error()
                     {
@@ -622,8 +653,12 @@ impl SrpPg {
                     let Some(c) = self.chans.get_mut(key as usize) else {
                         continue;
                     };
-                    let wr =
-                        SendWr::rdma_write(pack(kind::MARKER, key, 0, 0), SgeList::new(), 0, 0);
+                    let wr = SendWr::rdma_write(
+                        pack(kind::MARKER, key, 0, c.generation()),
+                        SgeList::new(),
+                        0,
+                        0,
+                    );
                     let ok = c.qp.as_ref().is_some_and(|qp| qp.post_send([&wr]).is_ok());
                     if !ok {
                         tracing::warn!("SRP channel {}: posting the drain marker failed", c.gid);
@@ -632,6 +667,18 @@ impl SrpPg {
                     }
                 }
                 Action::AbortOutstanding => self.abort_channel(core, key),
+                Action::DestroyQp => {
+                    self.drain_timeouts += 1;
+                    tracing::warn!(
+                        "SRP channel {}: not drained after {} ms ({} receives not flushed); destroying its queue pair",
+                        c.gid,
+                        self.shared.opts.disconnect_timeout_ms,
+                        c.recv_posted
+                    );
+                    c.qp = None;
+                    c.recv_posted = 0;
+                    self.sends_done(core, key);
+                }
                 Action::ReleaseSession => self.release_session(core, key),
                 Action::FreeChannel => {
                     self.chans.remove(key as usize);
@@ -663,11 +710,18 @@ impl SrpPg {
             let c = &mut self.chans[key as usize];
             c.deadline = None;
             self.closing = self.closing.saturating_sub(1);
-            tracing::info!(
-                "SRP channel {}: no word from the connection manager; draining",
-                c.gid
-            );
-            let out = c.sm.handle(Event::DisconnectTimeout);
+            let ev = match c.sm.state() {
+                ChannelState::Disconnecting => {
+                    tracing::info!(
+                        "SRP channel {}: no word from the connection manager; draining",
+                        c.gid
+                    );
+                    Event::DisconnectTimeout
+                }
+                ChannelState::Draining => Event::DrainTimeout,
+                _ => continue,
+            };
+            let out = c.sm.handle(ev);
             self.run(core, key, out);
         }
     }
@@ -879,37 +933,54 @@ impl SrpPg {
                 SrpRsp::scsi(Tag(tag), delta, ScsiStatus::Busy as u8, &[])
             };
             let mut b = [0u8; 64];
-            if let Ok(n) = rsp.encode(&mut b, c.max_ti) {
-                self.send_spare(key, &b[..n]);
+            let grant = SpareGrant {
+                delta,
+                cred_req: false,
+            };
+            match rsp.encode(&mut b, c.max_ti) {
+                Ok(n) => {
+                    self.send_spare(key, &b[..n], grant);
+                }
+                Err(_) => c.sm.credits_mut().spare_not_sent(delta, false),
             }
         }
         self.recycle_recv(key, r);
     }
 
-    /// Sends a target-initiated IU from a spare slot. `false` if none is free.
-    pub(super) fn send_spare(&mut self, key: u16, iu: &[u8]) -> bool {
+    /// Sends a target-initiated IU carrying `grant` from a spare slot. `false` if none is
+    /// free or the post failed: the grant's credits are then owed again.
+    pub(super) fn send_spare(&mut self, key: u16, iu: &[u8], grant: SpareGrant) -> bool {
         let Some(c) = self.chans.get_mut(key as usize) else {
             return false;
         };
         let Some(slot) = c.spare_free.pop() else {
             tracing::warn!("SRP channel {}: no spare send slot; IU dropped", c.gid);
+            c.sm.credits_mut()
+                .spare_not_sent(grant.delta, grant.cred_req);
             return false;
         };
         let i = c.reqs.len() + slot as usize;
+        let generation = c.generation();
         let b = &mut c.send_bufs[i];
         let n = iu.len().min(b.capacity());
         b.as_mut_slice()[..n].copy_from_slice(&iu[..n]);
         let wr = SendWr::send(
-            pack(kind::SPARE, key, slot, 0),
+            pack(kind::SPARE, key, slot, generation),
             SgeList::one(c.send_mr.sge(b.base_addr(), n as u32)),
         );
         match c.qp.as_ref().map(|q| q.post_send([&wr])) {
             Some(Ok(())) => {
                 c.sq_used += 1;
+                c.spare_grants[slot as usize] = grant;
                 true
             }
-            _ => {
+            r => {
+                if let Some(Err(e)) = r {
+                    tracing::warn!("SRP channel {}: posting a target IU failed: {e}", c.gid);
+                }
                 c.spare_free.push(slot);
+                c.sm.credits_mut()
+                    .spare_not_sent(grant.delta, grant.cred_req);
                 false
             }
         }
@@ -927,9 +998,17 @@ impl SrpPg {
         };
         c.sq_used = c.sq_used.saturating_sub(1);
         c.spare_free.push(slot);
+        let grant = c
+            .spare_grants
+            .get_mut(slot as usize)
+            .map(std::mem::take)
+            .unwrap_or_default();
         if wc.status.is_success() {
             self.wake_sq(core, key);
         } else {
+            // The IU never arrived: what it carried is owed again.
+            c.sm.credits_mut()
+                .spare_not_sent(grant.delta, grant.cred_req);
             if wc.status != WcStatus::WrFlushErr {
                 tracing::warn!("SRP channel {}: send failed: {:?}", c.gid, wc.status);
             }
@@ -953,16 +1032,36 @@ impl SrpPg {
                 tag: Tag(c.gid.to_le_bytes()),
             }
             .encode();
-            self.send_spare(key, &iu);
+            self.send_spare(
+                key,
+                &iu,
+                SpareGrant {
+                    delta,
+                    cred_req: true,
+                },
+            );
         }
     }
 
     pub(super) fn on_marker(&mut self, core: &mut PgCore, key: u16, wc: WorkCompletion) {
+        // Every send work request posted before the marker has completed: work requests that
+        // completed unsignaled (and so never reported) are done too.
+        self.sends_done(core, key);
         let Some(c) = self.chans.get_mut(key as usize) else {
             return;
         };
-        // Every send work request posted before the marker has completed: work requests that
-        // completed unsignaled (and so never reported) are done too.
+        let out = c.sm.handle(Event::SqMarkerDone {
+            ok: wc.status.is_success(),
+        });
+        self.run(core, key, out);
+    }
+
+    /// Every send work request of the channel's requests is over (the drain marker
+    /// completed, or the queue pair is destroyed): aborted requests waiting for them finish.
+    fn sends_done(&mut self, core: &mut PgCore, key: u16) {
+        let Some(c) = self.chans.get_mut(key as usize) else {
+            return;
+        };
         for slot in 0..c.reqs.len() {
             let r = &mut c.reqs[slot];
             if r.sq_wrs > 0 {
@@ -973,12 +1072,5 @@ impl SrpPg {
         for slot in 0..self.chans[key as usize].reqs.len() as u16 {
             self.maybe_finish_aborted(core, key, slot);
         }
-        let Some(c) = self.chans.get_mut(key as usize) else {
-            return;
-        };
-        let out = c.sm.handle(Event::SqMarkerDone {
-            ok: wc.status.is_success(),
-        });
-        self.run(core, key, out);
     }
 }

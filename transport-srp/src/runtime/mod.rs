@@ -157,22 +157,16 @@ impl DevCtx {
     }
 }
 
-/// Who waits for aborted tasks to be gone.
-enum WaiterDone {
-    /// A task management request on this poll group.
-    Tm { key: u16, slot: u16, serial: u16 },
-    /// One poll group's visit of a cross-poll-group abort.
-    Step(Step<()>),
-}
-
+/// One poll group's part of a task management abort: its aborted tasks still in flight.
 struct Waiter {
     /// Aborted tasks still in flight.
     remaining: u32,
     /// Every task has been counted (fire when `remaining` reaches 0).
     armed: bool,
-    /// What to do then (a cross-poll-group abort gets it in its second round).
-    done: Option<WaiterDone>,
-    /// The cross-poll-group abort this waiter belongs to (0: a local one).
+    /// The abort's second round on this poll group, told when the tasks are gone (it
+    /// arrives after the first round counted them).
+    done: Option<Step<()>>,
+    /// The cross-poll-group abort this waiter belongs to.
     abort_id: u64,
 }
 
@@ -198,6 +192,8 @@ pub struct SrpPg {
     serial: u16,
     closing: usize,
     polls: u64,
+    /// Channels whose drain did not finish in time (their queue pair was destroyed anyway).
+    drain_timeouts: u64,
 }
 
 impl std::fmt::Debug for SrpPg {
@@ -231,6 +227,7 @@ impl SrpPg {
             serial: 0,
             closing: 0,
             polls: 0,
+            drain_timeouts: 0,
         }
     }
 
@@ -365,6 +362,18 @@ impl SrpPg {
 
     fn on_wc(&mut self, core: &mut PgCore, dev: usize, wc: WorkCompletion) {
         let (k, key, slot, serial) = unpack(wc.wr_id);
+        if matches!(k, kind::RECV | kind::SPARE | kind::MARKER)
+            && self
+                .chans
+                .get(key as usize)
+                .is_some_and(|c| c.generation() != serial)
+        {
+            tracing::debug!(
+                "SRP: completion {:#x} of an earlier channel in slot {key} ignored",
+                wc.wr_id
+            );
+            return;
+        }
         match k {
             kind::RECV => self.on_recv(core, key, slot, wc),
             kind::SRQ => self.on_srq_recv(core, dev, slot, wc),
@@ -402,6 +411,7 @@ impl SrpPg {
             "channels": self.chans.len(),
             "waiting_for_buffers": self.buf_wait.len(),
             "polls": self.polls,
+            "drain_timeouts": self.drain_timeouts,
             "devices": devs,
         })
     }

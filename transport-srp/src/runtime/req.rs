@@ -2,6 +2,11 @@
 //! (data-in) → SRP_RSP; an SRP_TSK_MGMT plans its aborts, waits for the aborted tasks to be
 //! gone on every poll group concerned, and answers.
 //!
+//! A transfer that needs more RDMA work requests than the channel's send-queue budget (a small
+//! `sq_size`, a command with many descriptors) goes out in rounds: each round posts what the
+//! send queue has room for, its last work request signaled, and the next round starts when it
+//! completes. The response SEND goes with the last round of data-in.
+//!
 //! A request owns its receive buffer (the IU, and immediate data, stay where they landed)
 //! until its response is posted; the buffer is reposted just before the SEND that returns the
 //! credit. Data buffers come from the device pool and go back once the response's SEND (which
@@ -19,7 +24,7 @@ use target_core::target::{Admission, AdmitKind, PgCore, with_transport_pg};
 use super::chan::{iu_bytes, srq_bufs};
 use super::lus::{LuLimits, SubLus};
 use super::xfer::{self, XferError};
-use super::{RecvRef, SrpPg, Waiter, WaiterDone, kind, pack, token, untoken};
+use super::{RecvRef, SrpPg, Waiter, kind, pack, token, untoken};
 use crate::channel::Event;
 use crate::nexus::NexusKey;
 use crate::proto::{DataDesc, Residual, SrpCmd, SrpRsp, Tag, TmResponse, TskMgmt};
@@ -38,6 +43,9 @@ pub(super) enum Stage {
     Fetch,
     /// RDMA READs in flight.
     Reading,
+    /// A round of data-in RDMA WRITEs in flight, before the round that carries the response
+    /// (a transfer larger than the send-queue budget).
+    Writing,
     /// Ready to submit the next bdev operation (or waiting for buffers / a busy backend).
     Submit,
     /// A bdev operation in flight.
@@ -79,6 +87,8 @@ pub(super) struct Req {
     cursor: u64,
     ws_mode: u8,
     pub sq_wrs: u32,
+    /// The transfer's next work request to post, when it goes in rounds (0: from the start).
+    xfer_next: u32,
     recv_lent: bool,
     aborted: bool,
     waiting_buf: bool,
@@ -124,6 +134,7 @@ impl Req {
             cursor: 0,
             ws_mode: 0,
             sq_wrs: 0,
+            xfer_next: 0,
             recv_lent: false,
             aborted: false,
             waiting_buf: false,
@@ -151,6 +162,38 @@ impl Req {
     }
 }
 
+/// How many of a transfer's `left` work requests to post now, with `used` of the channel's
+/// `budget` send slots taken, and whether this is the last round; `None` to wait for slots.
+/// `respond`: the response SEND follows the last round (it is counted, not included). A
+/// transfer that fits the budget goes whole (waiting until it fits); one that never can goes
+/// in rounds of what is free, the response in a round of its own if need be.
+fn round(used: u32, budget: u32, left: usize, respond: bool) -> Option<(usize, bool)> {
+    let room = budget.saturating_sub(used) as usize;
+    let whole = left + usize::from(respond);
+    if whole <= budget as usize {
+        return (whole <= room).then_some((left, true));
+    }
+    let k = left.min(room);
+    (room > 0).then_some((k, !respond && k == left))
+}
+
+/// Puts the receive-ring buffer a request lent to its I/O (immediate data: the last buffer
+/// of the I/O) back into its ring slot, so that it is reposted with the request's receive.
+fn return_lent_recv(ring: &mut [Option<IoBuf>], r: &mut Req) {
+    if !r.recv_lent {
+        return;
+    }
+    r.recv_lent = false;
+    if let (Some(RecvRef::Ring(s)), Some(io)) = (r.recv, r.io.as_mut())
+        && let Some(mut b) = io.bufs.pop()
+    {
+        b.reset();
+        if let Some(x) = ring.get_mut(s as usize) {
+            *x = Some(b);
+        }
+    }
+}
+
 /// Which tasks a task management request aborts, on any poll group.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct AbortSpec {
@@ -161,7 +204,12 @@ pub(crate) struct AbortSpec {
 
 #[derive(Clone, Copy, Debug)]
 enum SpecScope {
-    Task { gid: u64, tag: Tag },
+    /// The task with this tag on any channel of the nexus (SRP r16a §4.1.3: an ABORT TASK
+    /// may arrive on another channel than its task).
+    Task {
+        nexus: NexusKey,
+        tag: Tag,
+    },
     Nexus(NexusKey),
     All,
 }
@@ -620,19 +668,25 @@ impl SrpPg {
                 true
             }
             Ok(n) => {
-                if c.sq_used + n as u32 > c.sq_budget() {
+                let start = c.reqs[slot as usize].xfer_next as usize;
+                let Some((k, _)) = round(c.sq_used, c.sq_budget(), n - start, false) else {
                     let serial = c.reqs[slot as usize].serial;
                     c.sq_wait.push_back((slot, serial));
                     return false;
-                }
+                };
+                self.wrs.truncate(start + k);
+                self.wrs.drain(..start);
                 if let Some(w) = self.wrs.last_mut() {
                     w.signaled = true;
                 }
                 let r = &mut c.reqs[slot as usize];
                 r.stage = Stage::Reading;
-                r.moved_out = bytes;
-                c.stats.write_bytes += bytes;
-                self.post(core, key, slot, n as u32);
+                if start == 0 {
+                    r.moved_out = bytes;
+                    c.stats.write_bytes += bytes;
+                }
+                r.xfer_next = if start + k < n { (start + k) as u32 } else { 0 };
+                self.post(core, key, slot, k as u32);
                 false
             }
         }
@@ -905,18 +959,8 @@ impl SrpPg {
         let status = io.status;
         let done_op = io.op;
         r.io = Some(io);
-        if r.recv_lent {
-            // Immediate data: the receive buffer comes home.
-            r.recv_lent = false;
-            if let (Some(RecvRef::Ring(s)), Some(io)) = (r.recv, r.io.as_mut())
-                && let Some(mut b) = io.bufs.pop()
-            {
-                b.reset();
-                if let Some(x) = c.recv.get_mut(s as usize) {
-                    *x = Some(b);
-                }
-            }
-        }
+        // Immediate data: the receive buffer comes home.
+        return_lent_recv(&mut c.recv, r);
         let Some(op) = r.op else {
             return;
         };
@@ -1011,11 +1055,28 @@ impl SrpPg {
                 r.check(Sense::invalid_field_in_command_iu());
             }
         }
-        let n = self.wrs.len() as u32 + 1;
-        if c.sq_used + n > c.sq_budget() {
+        // Data-in already written in earlier rounds, and what this round may post.
+        let start = (c.reqs[slot as usize].xfer_next as usize).min(self.wrs.len());
+        let left = self.wrs.len() - start;
+        let Some((k, last)) = round(c.sq_used, c.sq_budget(), left, true) else {
             c.sq_wait.push_back((slot, serial));
             return false;
+        };
+        self.wrs.truncate(start + k);
+        self.wrs.drain(..start);
+        if !last {
+            // A round of data-in only; the response follows with the last one.
+            if let Some(w) = self.wrs.last_mut() {
+                w.signaled = true;
+            }
+            let r = &mut c.reqs[slot as usize];
+            r.stage = Stage::Writing;
+            r.xfer_next = (start + k) as u32;
+            self.post(core, key, slot, k as u32);
+            return false;
         }
+        c.reqs[slot as usize].xfer_next = 0;
+        let n = k as u32 + 1;
         // The response.
         let r = &c.reqs[slot as usize];
         let delta = c.sm.credits_mut().response_delta();
@@ -1063,7 +1124,9 @@ impl SrpPg {
         send.solicited = solicited;
         self.wrs.push(send);
         c.reqs[slot as usize].stage = Stage::Sending;
-        // Repost the receive buffer before the response hands the credit back.
+        // Repost the receive buffer before the response hands the credit back (a write
+        // answered before its immediate data reached the bdev still holds it in its I/O).
+        return_lent_recv(&mut c.recv, &mut c.reqs[slot as usize]);
         if let Some(rref) = c.reqs[slot as usize].recv.take() {
             self.recycle_recv(key, rref);
         }
@@ -1095,10 +1158,20 @@ impl SrpPg {
             c.sq_used = c.sq_used.saturating_sub(r.sq_wrs);
             r.sq_wrs = 0;
             match r.stage {
+                Stage::Reading | Stage::Writing if r.aborted => {
+                    return self.maybe_finish_aborted(core, key, slot);
+                }
+                Stage::Reading if r.xfer_next > 0 => {
+                    // The next round of the data-out.
+                    r.stage = Stage::Fetch;
+                    self.drive(core, key, slot);
+                }
+                Stage::Writing => {
+                    // The next round of the data-in (and the response with the last).
+                    r.stage = Stage::Respond;
+                    self.drive(core, key, slot);
+                }
                 Stage::Reading => {
-                    if r.aborted {
-                        return self.maybe_finish_aborted(core, key, slot);
-                    }
                     if !matches!(r.op, Some(ScsiIo::Write { .. })) {
                         r.param = r.io.as_mut().and_then(|io| io.bufs.pop());
                     }
@@ -1176,7 +1249,10 @@ impl SrpPg {
         };
         if r.aborted
             && r.sq_wrs == 0
-            && matches!(r.stage, Stage::Reading | Stage::Submit | Stage::Sending)
+            && matches!(
+                r.stage,
+                Stage::Reading | Stage::Writing | Stage::Submit | Stage::Sending
+            )
         {
             let responded = r.stage == Stage::Sending;
             self.finish(core, key, slot, responded);
@@ -1198,6 +1274,8 @@ impl SrpPg {
         if r.aborted && !responded {
             c.stats.aborted += 1;
         }
+        // A ring buffer lent for immediate data goes back to its ring, never to the pool.
+        return_lent_recv(&mut c.recv, r);
         let d = &mut self.devs[dev];
         if let Some(io) = r.io.as_mut() {
             for mut b in io.bufs.drain(..) {
@@ -1219,7 +1297,7 @@ impl SrpPg {
             self.recycle_recv(key, rref);
         }
         for w in waiters {
-            self.waiter_dec(core, w);
+            self.waiter_dec(w);
         }
         if !responded {
             self.maybe_cred_req(key);
@@ -1278,7 +1356,7 @@ impl SrpPg {
                     sub,
                     lun: lun.unwrap_or(0),
                     scope: match scope {
-                        AbortScope::Task(tag) => SpecScope::Task { gid, tag },
+                        AbortScope::Task(tag) => SpecScope::Task { nexus, tag },
                         AbortScope::NexusOnLun => SpecScope::Nexus(nexus),
                         AbortScope::AllOnLun => SpecScope::All,
                     },
@@ -1286,18 +1364,7 @@ impl SrpPg {
                 r.stage = Stage::TmWait;
                 r.tm_code = TmResponse::Complete;
                 let serial = r.serial;
-                if let SpecScope::Task { .. } = spec.scope {
-                    let w = self.waiters.insert(Waiter {
-                        remaining: 0,
-                        armed: false,
-                        done: Some(WaiterDone::Tm { key, slot, serial }),
-                        abort_id: 0,
-                    }) as u32;
-                    self.abort_matching(core, spec, w);
-                    self.waiter_arm(core, w);
-                } else {
-                    self.abort_everywhere(spec, key, slot, serial);
-                }
+                self.abort_everywhere(spec, key, slot, serial);
             }
         }
     }
@@ -1357,7 +1424,7 @@ impl SrpPg {
         }) as u32;
         self.aborts.insert(id, w);
         self.abort_matching(core, spec, w);
-        self.waiter_arm(core, w);
+        self.waiter_arm(w);
     }
 
     /// Second round: answer when the tasks marked here are gone.
@@ -1367,41 +1434,37 @@ impl SrpPg {
             .get(&id)
             .and_then(|w| self.waiters.get_mut(*w as usize))
         {
-            Some(w) => w.done = Some(WaiterDone::Step(step)),
+            Some(w) => w.done = Some(step),
             None => step.next(Ok(())),
         }
     }
 
     /// Every task of waiter `w` has been counted: fire it if they are all gone already.
-    fn waiter_arm(&mut self, core: &mut PgCore, w: u32) {
+    fn waiter_arm(&mut self, w: u32) {
         let Some(x) = self.waiters.get_mut(w as usize) else {
             return;
         };
         x.armed = true;
         if x.remaining == 0 {
-            self.waiter_complete(core, w);
+            self.waiter_complete(w);
         }
     }
 
-    fn waiter_dec(&mut self, core: &mut PgCore, w: u32) {
+    fn waiter_dec(&mut self, w: u32) {
         let Some(x) = self.waiters.get_mut(w as usize) else {
             return;
         };
         x.remaining = x.remaining.saturating_sub(1);
         if x.remaining == 0 && x.armed {
-            self.waiter_complete(core, w);
+            self.waiter_complete(w);
         }
     }
 
-    fn waiter_complete(&mut self, core: &mut PgCore, w: u32) {
+    fn waiter_complete(&mut self, w: u32) {
         let waiter = self.waiters.remove(w as usize);
-        if waiter.abort_id != 0 {
-            self.aborts.remove(&waiter.abort_id);
-        }
-        match waiter.done {
-            Some(WaiterDone::Tm { key, slot, serial }) => self.tm_finished(core, key, slot, serial),
-            Some(WaiterDone::Step(s)) => s.next(Ok(())),
-            None => {}
+        self.aborts.remove(&waiter.abort_id);
+        if let Some(s) = waiter.done {
+            s.next(Ok(()));
         }
     }
 
@@ -1429,8 +1492,7 @@ impl SrpPg {
                 continue;
             }
             let chan_ok = match spec.scope {
-                SpecScope::Task { gid, .. } => c.gid == gid,
-                SpecScope::Nexus(n) => c.nexus == n,
+                SpecScope::Task { nexus, .. } | SpecScope::Nexus(nexus) => c.nexus == nexus,
                 SpecScope::All => true,
             };
             if !chan_ok {
@@ -1475,7 +1537,7 @@ impl SrpPg {
         r.aborted = true;
         match r.stage {
             Stage::Free => false,
-            Stage::Reading | Stage::Bdev | Stage::Sending => {
+            Stage::Reading | Stage::Writing | Stage::Bdev | Stage::Sending => {
                 if let Some(w) = w
                     && r.waiters.try_push(w).is_ok()
                     && let Some(x) = self.waiters.get_mut(w as usize)
@@ -1538,4 +1600,34 @@ fn facts(n: Option<&target_core::target::NsInfo>) -> Option<Facts> {
         unmap: n.unmap,
         write_zeroes: n.write_zeroes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::round;
+
+    #[test]
+    fn transfers_go_whole_when_they_fit_and_in_rounds_when_they_never_can() {
+        // Fits the budget of 12: all or nothing (8 READs; 8 WRITEs and the response).
+        assert_eq!(round(0, 12, 8, false), Some((8, true)));
+        assert_eq!(round(5, 12, 8, false), None);
+        assert_eq!(round(4, 12, 8, false), Some((8, true)));
+        assert_eq!(round(3, 12, 8, true), Some((8, true)));
+        assert_eq!(round(4, 12, 8, true), None);
+        // Exactly the budget with the response.
+        assert_eq!(round(0, 12, 11, true), Some((11, true)));
+        // Never fits: what is free now, at least one slot; the response in a later round.
+        assert_eq!(round(0, 12, 12, true), Some((12, false)));
+        assert_eq!(round(0, 12, 12, false), Some((12, true)));
+        assert_eq!(round(0, 12, 13, false), Some((12, false)));
+        assert_eq!(round(0, 12, 100, false), Some((12, false)));
+        assert_eq!(round(9, 12, 100, true), Some((3, false)));
+        assert_eq!(round(12, 12, 100, true), None);
+        assert_eq!(round(13, 12, 100, false), None);
+        // The last round of data-in with its response fits again: it goes whole.
+        assert_eq!(round(0, 12, 4, true), Some((4, true)));
+        // Nothing left to write: the response alone.
+        assert_eq!(round(11, 12, 0, true), Some((0, true)));
+        assert_eq!(round(12, 12, 0, true), None);
+    }
 }
