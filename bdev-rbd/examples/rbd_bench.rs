@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use bdev_rbd::params::{Create, RegisterCluster};
 use bdev_rbd::{RbdModule, RbdOptions};
-use fabric::mem::IoBuf;
+use iobuf::IoBuf;
 use target_core::bdev::{BdevIo, BdevOp, BdevRegistry, IoStatus};
 use target_core::reactor::{PollStatus, ReactorConfig, Reactors};
 

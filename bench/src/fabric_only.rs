@@ -7,12 +7,12 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
-use fabric::mem::DmaRegion;
 use fabric::{
     Access, CmEvent, CmEventKind, CmId, ConnParam, Cq, EventChannel, Fabric, FabricError, Mr, Pd,
     Qp, QpCap, QpInit, RecvWr, SendWr, SgeList, SimNetwork, WcOpcode, WorkCompletion,
     wait_readable,
 };
+use iobuf::DmaRegion;
 
 use crate::{Args, HostResult, Pattern, WindowResult, cpu, phase};
 

@@ -28,6 +28,7 @@ use rpc::{
 };
 use target_core::bdev::BdevRegistry;
 use target_core::reactor::{ReactorConfig, Reactors};
+use target_core::registry::TransportEnv;
 use target_core::target::Target;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
@@ -206,7 +207,8 @@ fn start(args: ServeArgs, log: Arc<crate::log::ReloadLog>) -> Result<ExitCode, S
     };
     let rcfg = reactor_config(&args)?;
     let reactors = Reactors::start(rcfg).map_err(|e| format!("cannot start the reactors: {e}"))?;
-    let target = match Target::start(reactors.clone(), BdevRegistry::new(), provider(args.fabric)) {
+    let env = TransportEnv::new().with(provider(args.fabric));
+    let target = match Target::start(reactors.clone(), BdevRegistry::new(), env) {
         Ok(t) => t,
         Err(e) => {
             reactors.stop();

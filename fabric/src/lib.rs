@@ -61,7 +61,9 @@
 
 pub mod cm;
 pub mod error;
-pub mod mem;
+/// The buffers a registration covers and work requests name: the `iobuf` leaf crate, re-exported
+/// because the verbs API takes its types.
+pub use iobuf as mem;
 mod rdma;
 pub mod sim;
 pub mod types;

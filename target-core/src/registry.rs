@@ -95,8 +95,9 @@ pub struct TransportContext {
     pub target: std::sync::Weak<Target>,
     /// The reactors (for the acceptor poller and messages to poll groups).
     pub reactors: Reactors,
-    /// The fabric provider to open (`rtgt serve --fabric rdma|sim`).
-    pub provider: fabric::Provider,
+    /// What the binary set up for transports to open their wire (for the RDMA transports, the
+    /// `fabric::Provider` chosen by `rtgt serve --fabric rdma|sim`).
+    pub env: TransportEnv,
     /// This transport's index: poll groups keep its per-reactor state at this index, and
     /// [`PgCore`] tags its bdev I/O with it.
     pub index: usize,
@@ -106,6 +107,42 @@ impl std::fmt::Debug for TransportContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TransportContext")
             .field("index", &self.index)
+            .finish()
+    }
+}
+
+/// The environment the binary hands to transports: whatever they need to open their wire, held
+/// type-erased so that the core names no wire. The RDMA transports look up a
+/// `fabric::Provider` (real RDMA or the in-process simulation); a transport that needs nothing
+/// ignores it. One value per type.
+#[derive(Clone, Default)]
+pub struct TransportEnv {
+    items: Vec<Arc<dyn Any + Send + Sync>>,
+}
+
+impl TransportEnv {
+    /// An empty environment.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds `value`, replacing a value of the same type.
+    pub fn with<T: Any + Send + Sync>(mut self, value: T) -> Self {
+        self.items.retain(|v| !v.is::<T>());
+        self.items.push(Arc::new(value));
+        self
+    }
+
+    /// The value of type `T`, if the binary set one.
+    pub fn get<T: Any + Send + Sync>(&self) -> Option<&T> {
+        self.items.iter().find_map(|v| v.downcast_ref::<T>())
+    }
+}
+
+impl std::fmt::Debug for TransportEnv {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TransportEnv")
+            .field("items", &self.items.len())
             .finish()
     }
 }

@@ -63,7 +63,7 @@ impl TestTarget {
         let target = Target::start(
             r,
             target_core::bdev::BdevRegistry::new(),
-            Provider::Sim(net.clone()),
+            target_core::registry::TransportEnv::new().with(Provider::Sim(net.clone())),
         )
         .expect("target");
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -546,7 +546,7 @@ fn transport_options_and_missing_rdma_devices() {
     let target = Target::start(
         r.clone(),
         target_core::bdev::BdevRegistry::new(),
-        fabric::Provider::Rdma,
+        target_core::registry::TransportEnv::new().with(fabric::Provider::Rdma),
     )
     .unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()

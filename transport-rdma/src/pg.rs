@@ -27,11 +27,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use fabric::mem::BufCache;
 use fabric::{
     CmId, CompChannel, ConnParam, Cq, PostError, Qp, QpCap, QpInit, RecvWr, SendWr, Sge, SgeList,
     Srq, WcStatus, WorkCompletion,
 };
+use iobuf::BufCache;
 use serde_json::{Value, json};
 use slab::Slab;
 use target_core::bdev::BdevIo;

@@ -7,8 +7,8 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use fabric::mem::{DmaRegion, IoBuf};
 use fabric::{Access, Mr, RecvWr, Sge, SgeList};
+use iobuf::{DmaRegion, IoBuf};
 use slab::Slab;
 use target_core::nvme::Direction;
 use target_core::nvme::spec::{CQE_SIZE, SQE_SIZE};

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 
-use fabric::mem::BufPool;
 use fabric::{Access, Device, DeviceAttr, Fabric, Mr, Pd};
+use iobuf::BufPool;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 use target_core::nvme::TransportLimits;
@@ -111,7 +111,10 @@ fn disconnect_queue(ctx: &mut ReactorCtx, transport: usize, key: u64) {
 /// Creates the transport (`TransportOps::create`).
 pub(crate) fn create(ctx: TransportContext, params: &TransportParams) -> CreateResult {
     let opts = RdmaOpts::decode(params)?;
-    let fabric = Fabric::open(ctx.provider.clone())
+    let provider = ctx.env.get::<fabric::Provider>().cloned().ok_or_else(|| {
+        TransportError::Fabric("no RDMA fabric provider was set up for the transports".into())
+    })?;
+    let fabric = Fabric::open(provider)
         .map_err(|e| TransportError::Fabric(format!("cannot open the RDMA fabric: {e}")))?;
     let devices = fabric
         .devices()

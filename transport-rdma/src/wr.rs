@@ -3,8 +3,8 @@
 //! one remote segment and at most `max_sge` local entries. Nothing is allocated: work requests
 //! are produced one at a time into the caller's closure.
 
-use fabric::mem::IoBuf;
 use fabric::{Sge, SgeList};
+use iobuf::IoBuf;
 use target_core::nvme::KeyedSgl;
 use target_core::nvme::sgl::DataSgl;
 

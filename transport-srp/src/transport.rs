@@ -133,7 +133,10 @@ impl std::fmt::Debug for SrpTransport {
 
 fn create(ctx: TransportContext, params: &TransportParams) -> CreateResult {
     let opts = SrpOpts::decode(params)?;
-    let fabric = Fabric::open(ctx.provider.clone())
+    let provider = ctx.env.get::<fabric::Provider>().cloned().ok_or_else(|| {
+        TransportError::Fabric("no RDMA fabric provider was set up for the transports".into())
+    })?;
+    let fabric = Fabric::open(provider)
         .map_err(|e| TransportError::Fabric(format!("cannot open the RDMA fabric: {e}")))?;
     let events = fabric
         .create_event_channel()

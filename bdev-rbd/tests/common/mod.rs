@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use bdev_rbd::params::{Create, RegisterCluster};
 use bdev_rbd::{RbdModule, RbdOptions, Timeouts};
-use fabric::mem::IoBuf;
+use iobuf::IoBuf;
 use target_core::bdev::{Bdev, BdevIo, BdevOp, BdevRegistry, IoBufs, IoChannel, IoStatus};
 
 /// A running cluster.

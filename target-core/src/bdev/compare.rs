@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 
-use fabric::mem::IoBuf;
+use iobuf::IoBuf;
 
 use super::{BdevChannel, BdevError, BdevIo, BdevOp, IoBufs, IoStatus};
 

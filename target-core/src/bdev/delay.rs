@@ -422,7 +422,7 @@ impl BdevChannel for DelayChannel {
 mod tests {
     use super::*;
     use crate::bdev::{IoChannel, IoStatus, MallocBdev, MallocParams};
-    use fabric::mem::IoBuf;
+    use iobuf::IoBuf;
 
     const HOUR_US: u64 = 3_600_000_000;
 

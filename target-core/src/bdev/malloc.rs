@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use fabric::mem::DmaRegion;
+use iobuf::DmaRegion;
 use serde_json::json;
 
 use super::{Bdev, BdevChannel, BdevError, BdevIo, BdevOp, Completed, IoStatus, IoType};

@@ -21,7 +21,7 @@ use std::time::Instant;
 use arrayvec::ArrayVec;
 
 use crate::reactor::instant_ns;
-use fabric::mem::IoBuf;
+use iobuf::IoBuf;
 
 pub use aio::{AioBdev, AioEngine, AioParams};
 pub use delay::{DELAY_CLAIM_MODULE, DELAY_PRODUCT_NAME, DelayBdev, DelayLatency, DelayParams};

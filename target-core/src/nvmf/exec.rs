@@ -744,7 +744,7 @@ mod tests {
     use super::*;
     use crate::nvme::sgl::SglDescriptor;
     use crate::reactor::ReactorCtx;
-    use fabric::mem::IoBuf;
+    use iobuf::IoBuf;
 
     fn info() -> TransportInfo {
         fn nop(_: &mut ReactorCtx, _: usize, _: u64) {}

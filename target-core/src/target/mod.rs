@@ -32,7 +32,7 @@ pub use subsystem::{
 use crate::bdev::{BdevRegistry, Claim};
 use crate::reactor::{PollStatus, Reactors};
 use crate::registry::{
-    self, PollGroupLoad, Transport, TransportContext, TransportError, TransportParams,
+    self, PollGroupLoad, Transport, TransportContext, TransportEnv, TransportError, TransportParams,
 };
 use state::Change;
 
@@ -147,7 +147,7 @@ pub struct NsParams {
 /// The storage target.
 pub struct Target {
     reactors: Reactors,
-    provider: fabric::Provider,
+    env: TransportEnv,
     bdevs: Arc<BdevRegistry>,
     pub(crate) loads: Vec<PgLoad>,
     inner: Mutex<Inner>,
@@ -165,15 +165,16 @@ fn not_found(nqn: &str) -> CoreError {
 }
 
 impl Target {
-    /// Creates the target: a poll group on every reactor and the discovery subsystem. RDMA
-    /// transports will open `provider` (real RDMA, or the in-process simulation).
+    /// Creates the target: a poll group on every reactor and the discovery subsystem. Transports
+    /// created later find what they need to open their wire in `env` (for RDMA, a
+    /// `fabric::Provider`: real RDMA, or the in-process simulation).
     pub fn start(
         reactors: Reactors,
         bdevs: Arc<BdevRegistry>,
-        provider: fabric::Provider,
+        env: TransportEnv,
     ) -> Result<Arc<Self>, CoreError> {
         let target = Arc::new(Self {
-            provider,
+            env,
             loads: (0..reactors.len()).map(|_| PgLoad::default()).collect(),
             reactors: reactors.clone(),
             bdevs,
@@ -225,9 +226,9 @@ impl Target {
         &self.reactors
     }
 
-    /// The fabric provider RDMA transports use.
-    pub fn provider(&self) -> &fabric::Provider {
-        &self.provider
+    /// The environment transports open their wire from.
+    pub fn transport_env(&self) -> &TransportEnv {
+        &self.env
     }
 
     /// The bdevs.
@@ -318,7 +319,7 @@ impl Target {
         let ctx = TransportContext {
             target: Arc::downgrade(self),
             reactors: self.reactors.clone(),
-            provider: self.provider.clone(),
+            env: self.env.clone(),
             index,
         };
         let transport = match (ops.create)(ctx, params) {

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
-use fabric::mem::IoBuf;
+use iobuf::IoBuf;
 use slab::Slab;
 
 use super::*;
@@ -373,12 +373,8 @@ struct Harness {
 impl Harness {
     fn new(reactors: usize) -> Self {
         let r = Reactors::start(ReactorConfig::with_count(reactors)).unwrap();
-        let target = Target::start(
-            r,
-            BdevRegistry::new(),
-            fabric::Provider::Sim(fabric::SimNetwork::new()),
-        )
-        .unwrap();
+        let target =
+            Target::start(r, BdevRegistry::new(), crate::registry::TransportEnv::new()).unwrap();
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -931,12 +927,8 @@ fn transports_are_created_once_and_failures_leave_no_residue() {
 
     // A transport whose poll group cannot be created on reactor 1.
     let r = Reactors::start(ReactorConfig::with_count(2)).unwrap();
-    let target = Target::start(
-        r,
-        BdevRegistry::new(),
-        fabric::Provider::Sim(fabric::SimNetwork::new()),
-    )
-    .unwrap();
+    let target =
+        Target::start(r, BdevRegistry::new(), crate::registry::TransportEnv::new()).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();

@@ -9,11 +9,11 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use fabric::mem::IoBuf;
 use fabric::{
     Access, BindMw, CmEventKind, CmId, ConnParam, Cq, EventChannel, Fabric, Mr, Mw, Pd, Qp, QpCap,
     QpInit, RecvWr, SendWr, Sge, SgeList, WcStatus, WorkCompletion,
 };
+use iobuf::IoBuf;
 use target_core::nvme::{Cqe, SglDescriptor, Sqe};
 use transport_rdma::cm_data::{ConnectRequestData, RejectStatus, decode_accept};
 

@@ -10,11 +10,11 @@ use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use fabric::mem::DmaRegion;
 use fabric::{
     Access, CmEventKind, CmId, ConnParam, Cq, EventChannel, Fabric, FabricError, Mr, Pd, Qp, QpCap,
     QpInit, RecvWr, SendWr, SgeList, WcStatus, WorkCompletion,
 };
+use iobuf::DmaRegion;
 use transport_srp::proto::cmd::{DirectDesc, IndirectDesc, LINUX_IMM_DATA_OFFSET};
 use transport_srp::proto::login::REQ_FLAG_IMMED_REQUESTED;
 use transport_srp::proto::{
@@ -156,13 +156,13 @@ pub struct SrpInitiator {
     cq: Cq,
     _pd: Pd,
     data_mr: Mr,
-    data: fabric::mem::IoBuf,
+    data: iobuf::IoBuf,
     send_mr: Mr,
-    send: fabric::mem::IoBuf,
+    send: iobuf::IoBuf,
     send_free: Vec<usize>,
     send_len: usize,
     recv_mr: Mr,
-    recv: fabric::mem::IoBuf,
+    recv: iobuf::IoBuf,
     recv_len: usize,
     /// The login response.
     pub login: LoginRsp,

@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use fabric::mem::{DmaRegion, IoBuf};
 use fabric::{
     Access, CmId, ConnParam, Mr, QpCap, QpInit, RNR_RETRY_INFINITE, RecvWr, SendWr, SgeList,
     WcStatus, WorkCompletion,
 };
+use iobuf::{DmaRegion, IoBuf};
 use serde_json::{Value, json};
 use target_core::scsi::ScsiStatus;
 use target_core::target::{ControllerInfo, ListenAddr, PgCore, Subsystem, SubsystemState};

@@ -26,10 +26,10 @@ mod xfer;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use fabric::mem::{DmaRegion, IoBuf};
 use fabric::{
     Access, CompChannel, Cq, Device, Mr, Pd, RecvWr, SendWr, SgeList, Srq, WorkCompletion,
 };
+use iobuf::{DmaRegion, IoBuf};
 use serde_json::{Value, json};
 use slab::Slab;
 use target_core::bdev::BdevIo;

@@ -14,8 +14,8 @@
 //! bdev I/O still refers to it.
 
 use arrayvec::ArrayVec;
-use fabric::mem::IoBuf;
 use fabric::{SendWr, SgeList, WcStatus, WorkCompletion};
+use iobuf::IoBuf;
 use target_core::bdev::{BdevIo, BdevOp, IoStatus};
 use target_core::reactor::Step;
 use target_core::scsi::{self, Outcome, ScsiIo, ScsiStatus, Sense};

@@ -2,8 +2,8 @@
 //! descriptors on one side, the target's registered data buffers on the other. No allocation:
 //! the work requests go into a scratch vector the poll group keeps.
 
-use fabric::mem::IoBuf;
 use fabric::{MAX_SGE, SendWr, Sge, SgeList, WrOp};
+use iobuf::IoBuf;
 
 use crate::proto::{DataDesc, DirectDesc};
 
@@ -157,7 +157,7 @@ mod tests {
     use crate::proto::IndirectDesc;
 
     fn bufs(n: usize, size: usize) -> Vec<IoBuf> {
-        fabric::mem::DmaRegion::new(n * size)
+        iobuf::DmaRegion::new(n * size)
             .unwrap()
             .split(size)
             .unwrap()

@@ -1,5 +1,10 @@
-//! DMA-able memory: regions that can be registered with a protection domain, and owned buffer
-//! handles carved out of them.
+//! rtgt's I/O buffers: DMA-able memory regions, owned buffer handles carved out of them, shared
+//! pools and per-reactor caches.
+//!
+//! A leaf crate every layer uses — block devices, the core, every transport and the fabric — so
+//! that none of them has to link another's wire to hold data. Nothing here registers memory:
+//! registration with an RDMA protection domain is the fabric's business (`fabric::verbs`), and a
+//! transport without RDMA (TCP) uses the same buffers unregistered.
 //!
 //! Ownership is the safety argument of the whole data path:
 //! - a [`DmaRegion`] is page-aligned memory that never moves and is freed only when the last
