@@ -47,12 +47,14 @@ pub enum AnaError {
         anatt_secs: u8,
     },
     /// A group holding a namespace whose backend is not declared safe for active/active access
-    /// would have more than one optimized listener.
+    /// would have more than one optimized path in one multipath domain (NVMe listeners, or SRP
+    /// target ports).
     #[error(
-        "ANA group {group} would have {} optimized listeners ({}) but namespace {nsid} is not \
-         declared safe for active/active access: keep one optimized listener per group and set \
-         the others non_optimized or inaccessible",
+        "ANA group {group} would have {} optimized {} ({}) but namespace {nsid} is not declared \
+         safe for active/active access: keep one optimized path per group and set the others \
+         non_optimized or inaccessible",
         listeners.len(),
+        if *scsi { "SRP target ports" } else { "NVMe listeners" },
         listeners.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
     )]
     SecondOptimized {
@@ -62,6 +64,8 @@ pub enum AnaError {
         listeners: Vec<ListenerId>,
         /// The (lowest) namespace of the group whose backend is not safe for active/active.
         nsid: u32,
+        /// The domain: SRP target ports (`true`) or NVMe listeners.
+        scsi: bool,
     },
     /// A SCSI relative target port identifier of 0 (reserved) or already used by another
     /// listener.

@@ -26,14 +26,18 @@
 //! 1. Group ids are 1..=ANAGRPMAX; ANAGRPMAX is 1..=65535; a namespace is in exactly one group.
 //! 2. `change` is never set directly: it is what a path reports during a transition, and a
 //!    transition lasts at most ANATT.
-//! 3. **One owner for a backend that is not safe for active/active.** A namespace is declared
-//!    [`ActiveActive::Safe`] or [`ActiveActive::Unsafe`]. A group that holds an unsafe
-//!    namespace has at most one listener whose state is, or is headed for, optimized. Within
-//!    one process this is conservative (every listener reaches the bdev through the same
-//!    object); it exists so that ownership is expressed the same way inside a gateway as
-//!    across the gateways of a group, where it is what keeps such a backend from being written
-//!    by two gateways at once. A process cannot see the other gateways: keeping one owner
-//!    across them is the operator's part (docs/ha.md).
+//! 3. **One optimized path for a backend that is not safe for active/active.** A namespace is
+//!    declared [`ActiveActive::Safe`] or [`ActiveActive::Unsafe`]. A group that holds an unsafe
+//!    namespace has at most one optimized path (state optimized, or a transition headed there)
+//!    per multipath domain: one among the NVMe listeners, one among the SRP target ports. A
+//!    host's NVMe multipath sees only NVMe listeners and dm-multipath only SCSI ports, so a
+//!    gateway exporting the namespace over both protocols can still own its group. Within one
+//!    process the rule is conservative (every listener reaches the bdev through the same
+//!    object; a gateway with two NICs keeps the second non-optimized); it exists so that
+//!    ownership is expressed the same way inside a gateway as across the gateways of a group,
+//!    where it is what keeps such a backend from being written by two gateways at once. A
+//!    process cannot see the other gateways: keeping one owner across them, and demoting the
+//!    old owner before promoting the new one, is the operator's part (docs/ha.md).
 //! 4. SRP listeners have distinct, non-zero relative target port identifiers and target port
 //!    group ids.
 //!
@@ -57,6 +61,8 @@ pub mod report;
 pub mod state;
 pub mod transition;
 
+#[cfg(test)]
+mod cross_tests;
 #[cfg(test)]
 mod tests;
 

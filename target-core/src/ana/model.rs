@@ -386,7 +386,8 @@ impl AnaModel {
     ///
     /// 1. every namespace is in a group 1..=ANAGRPMAX;
     /// 2. a group holding a namespace whose backend is [`ActiveActive::Unsafe`] has at most one
-    ///    listener whose state is (or is headed for) optimized;
+    ///    NVMe listener and at most one SRP target port whose state is (or is headed for)
+    ///    optimized;
     /// 3. SRP listeners have distinct, non-zero relative target port identifiers and target
     ///    port group ids.
     pub fn check(&self) -> Result<(), AnaError> {
@@ -401,22 +402,28 @@ impl AnaModel {
             }
         }
         for (&group, &nsid) in &unsafe_groups {
-            let optimized: Vec<ListenerId> = self
-                .listeners
-                .iter()
-                .filter(|(_, l)| {
-                    l.paths
-                        .get(group as usize - 1)
-                        .is_some_and(|p| p.target == AnaState::Optimized)
-                })
-                .map(|(&id, _)| id)
-                .collect();
-            if optimized.len() > 1 {
-                return Err(AnaError::SecondOptimized {
-                    group,
-                    listeners: optimized,
-                    nsid,
-                });
+            // NVMe hosts see NVMe listeners, SCSI hosts see SRP target ports: one multipath
+            // domain each.
+            for scsi in [false, true] {
+                let optimized: Vec<ListenerId> = self
+                    .listeners
+                    .iter()
+                    .filter(|(_, l)| {
+                        l.scsi.is_some() == scsi
+                            && l.paths
+                                .get(group as usize - 1)
+                                .is_some_and(|p| p.target == AnaState::Optimized)
+                    })
+                    .map(|(&id, _)| id)
+                    .collect();
+                if optimized.len() > 1 {
+                    return Err(AnaError::SecondOptimized {
+                        group,
+                        listeners: optimized,
+                        nsid,
+                        scsi,
+                    });
+                }
             }
         }
         let mut rel = Vec::new();

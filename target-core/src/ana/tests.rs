@@ -398,12 +398,15 @@ fn an_unsafe_backend_has_one_optimized_listener() {
         AnaError::SecondOptimized {
             group: 1,
             listeners: vec![A, B],
-            nsid: 1
+            nsid: 1,
+            scsi: false
         }
     );
     let msg = err.to_string();
     assert!(
-        msg.contains("ANA group 1") && msg.contains("#1, #2") && msg.contains("namespace 1"),
+        msg.contains("ANA group 1")
+            && msg.contains("NVMe listeners (#1, #2)")
+            && msg.contains("namespace 1"),
         "{msg}"
     );
     assert_eq!(m, before, "the whole request is refused, group 2 included");
@@ -417,6 +420,33 @@ fn an_unsafe_backend_has_one_optimized_listener() {
         Err(AnaError::SecondOptimized { group: 1, .. })
     ));
     m.add_listener(T, AnaState::Inaccessible, None).unwrap();
+}
+
+#[test]
+fn nvme_and_scsi_are_separate_multipath_domains() {
+    let mut m = unsafe_model();
+    // A is the optimized NVMe path of group 1; an SRP port of the same gateway may be the
+    // optimized SCSI path of the same group.
+    m.add_listener(S, AnaState::Optimized, srp(1, 1)).unwrap();
+    // A second optimized SRP port is refused, naming the SCSI domain.
+    let err = m
+        .add_listener(T, AnaState::Optimized, srp(2, 2))
+        .unwrap_err();
+    assert_eq!(
+        err,
+        AnaError::SecondOptimized {
+            group: 1,
+            listeners: vec![S, T],
+            nsid: 1,
+            scsi: true
+        }
+    );
+    assert!(
+        err.to_string().contains("SRP target ports (#3, #4)"),
+        "{err}"
+    );
+    m.add_listener(T, AnaState::NonOptimized, srp(2, 2))
+        .unwrap();
 }
 
 #[test]
