@@ -193,24 +193,21 @@ impl AnaModel {
             chgcnt: self.chgcnt,
             altered: false,
         };
-        let mut next = self.clone();
-        next.listeners.insert(
-            id,
-            Listener {
-                scsi,
-                paths: vec![path; self.group_count()],
-            },
-        );
-        self.commit(next)
+        let paths = vec![path; self.group_count()];
+        self.edit(|m| {
+            m.listeners.insert(id, Listener { scsi, paths });
+            Ok(())
+        })
     }
 
     /// Removes a listener (its controllers and nexuses go with it).
     pub fn remove_listener(&mut self, id: ListenerId) -> Result<AnaEvents, AnaError> {
-        let mut next = self.clone();
-        next.listeners
-            .remove(&id)
-            .ok_or(AnaError::UnknownListener(id))?;
-        self.commit(next)
+        self.edit(|m| {
+            m.listeners
+                .remove(&id)
+                .map(drop)
+                .ok_or(AnaError::UnknownListener(id))
+        })
     }
 
     /// Adds a namespace to group `group`, or to the group numbered like the namespace when
@@ -229,29 +226,29 @@ impl AnaModel {
         if self.namespaces.contains_key(&nsid) {
             return Err(AnaError::DuplicateNamespace(nsid));
         }
-        let mut next = self.clone();
-        next.namespaces.insert(nsid, Namespace { group, aa });
-        self.commit(next)
+        self.edit(|m| {
+            m.namespaces.insert(nsid, Namespace { group, aa });
+            Ok(())
+        })
     }
 
     /// Removes a namespace.
     pub fn remove_namespace(&mut self, nsid: u32) -> Result<AnaEvents, AnaError> {
-        let mut next = self.clone();
-        next.namespaces
-            .remove(&nsid)
-            .ok_or(AnaError::UnknownNamespace(nsid))?;
-        self.commit(next)
+        self.edit(|m| {
+            m.namespaces
+                .remove(&nsid)
+                .map(drop)
+                .ok_or(AnaError::UnknownNamespace(nsid))
+        })
     }
 
     /// Moves a namespace to another group (`nvmf_subsystem_set_ns_ana_group`).
     pub fn set_ns_group(&mut self, nsid: u32, group: AnaGroupId) -> Result<AnaEvents, AnaError> {
         self.cfg.check_group(group)?;
-        let mut next = self.clone();
-        next.namespaces
-            .get_mut(&nsid)
-            .ok_or(AnaError::UnknownNamespace(nsid))?
-            .group = group;
-        self.commit(next)
+        self.edit(|m| {
+            m.ns_mut(nsid)?.group = group;
+            Ok(())
+        })
     }
 
     /// Declares whether a namespace's backend is safe for active/active access.
@@ -260,12 +257,10 @@ impl AnaModel {
         nsid: u32,
         aa: ActiveActive,
     ) -> Result<AnaEvents, AnaError> {
-        let mut next = self.clone();
-        next.namespaces
-            .get_mut(&nsid)
-            .ok_or(AnaError::UnknownNamespace(nsid))?
-            .aa = aa;
-        self.commit(next)
+        self.edit(|m| {
+            m.ns_mut(nsid)?.aa = aa;
+            Ok(())
+        })
     }
 
     /// Sets the state of a listener for one group, or for every group when `group` is `None`
@@ -292,22 +287,18 @@ impl AnaModel {
                 anatt_secs: self.cfg.anatt_secs,
             });
         }
-        let range = self.group_range(group)?;
-        let mut next = self.clone();
-        let listener = next
-            .listeners
-            .get_mut(&id)
-            .ok_or(AnaError::UnknownListener(id))?;
-        for path in listener.paths.get_mut(range).into_iter().flatten() {
-            if path.target == state {
-                continue;
+        self.edit(|m| {
+            for path in m.paths_mut(id, group)? {
+                if path.target == state {
+                    continue;
+                }
+                path.target = state;
+                path.altered = true;
+                path.transition =
+                    (!transition.is_zero()).then(|| Transition::new(state, now, transition));
             }
-            path.target = state;
-            path.altered = true;
-            path.transition =
-                (!transition.is_zero()).then(|| Transition::new(state, now, transition));
-        }
-        self.commit(next)
+            Ok(())
+        })
     }
 
     /// Ends the running transitions of a listener (one group, or all when `group` is `None`):
@@ -317,16 +308,12 @@ impl AnaModel {
         id: ListenerId,
         group: Option<AnaGroupId>,
     ) -> Result<AnaEvents, AnaError> {
-        let range = self.group_range(group)?;
-        let mut next = self.clone();
-        let listener = next
-            .listeners
-            .get_mut(&id)
-            .ok_or(AnaError::UnknownListener(id))?;
-        for path in listener.paths.get_mut(range).into_iter().flatten() {
-            path.transition = None;
-        }
-        self.commit(next)
+        self.edit(|m| {
+            for path in m.paths_mut(id, group)? {
+                path.transition = None;
+            }
+            Ok(())
+        })
     }
 
     /// Ends every transition whose deadline has passed at `now`. Call it at
@@ -450,15 +437,41 @@ impl AnaModel {
         self.listeners.get(&id)?.paths.get(i)
     }
 
-    fn group_range(&self, group: Option<AnaGroupId>) -> Result<std::ops::Range<usize>, AnaError> {
-        match group {
-            None => Ok(0..self.group_count()),
+    /// The paths of listener `id` for one group, or for all groups when `group` is `None`.
+    fn paths_mut(
+        &mut self,
+        id: ListenerId,
+        group: Option<AnaGroupId>,
+    ) -> Result<&mut [Path], AnaError> {
+        let range = match group {
+            None => 0..self.group_count(),
             Some(g) => {
                 self.cfg.check_group(g)?;
                 let i = g as usize - 1;
-                Ok(i..i + 1)
+                i..i + 1
             }
-        }
+        };
+        let listener = self
+            .listeners
+            .get_mut(&id)
+            .ok_or(AnaError::UnknownListener(id))?;
+        Ok(listener.paths.get_mut(range).unwrap_or_default())
+    }
+
+    fn ns_mut(&mut self, nsid: u32) -> Result<&mut Namespace, AnaError> {
+        self.namespaces
+            .get_mut(&nsid)
+            .ok_or(AnaError::UnknownNamespace(nsid))
+    }
+
+    /// Applies `f` to a copy of the model and commits the copy.
+    fn edit(
+        &mut self,
+        f: impl FnOnce(&mut AnaModel) -> Result<(), AnaError>,
+    ) -> Result<AnaEvents, AnaError> {
+        let mut next = self.clone();
+        f(&mut next)?;
+        self.commit(next)
     }
 
     /// Replaces the model by `next` if it keeps the invariants, and returns what hosts must be
