@@ -8,10 +8,12 @@
 //!   Connect, admin and I/O execution on bdevs).
 //! - [`scsi`]: SCSI logical-unit logic, no I/O inside.
 //! - [`reservation`]: reservations of a volume shared by NVMe and SCSI (sans-I/O).
+//! - [`ana`]: asymmetric access (NVMe ANA, SCSI ALUA) of a subsystem's paths (sans-I/O).
 //! - [`bdev`]: block devices (malloc, null, file/aio).
 //! - [`compare_write`]: per-bdev range locks for atomic compare-and-write.
 //! - [`hex`]: trace-level wire dumps of what hosts send.
 
+pub mod ana;
 pub mod bdev;
 pub mod compare_write;
 pub mod hex;

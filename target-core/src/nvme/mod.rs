@@ -25,8 +25,14 @@
 //! Reservations: [`resv`] decodes Reservation Register/Report/Acquire/Release and runs them
 //! on the volume's shared [`crate::reservation::Reservation`]; [`resv_log`] keeps a
 //! controller's Reservation Notification log page (not wired into [`Controller`] yet).
+//!
+//! Asymmetric Namespace Access over the shared [`crate::ana::AnaModel`]: [`ana`] (Identify
+//! fields, path-related status per state, the ANA change notice) and [`ana_log`] (the ANA log
+//! page, LID 0Ch) — not wired into [`Controller`] yet.
 
 pub mod aer;
+pub mod ana;
+pub mod ana_log;
 pub mod auth;
 pub mod cntlid;
 pub mod cqe;

@@ -16,6 +16,11 @@
 //! (which commands a reservation can refuse), [`ua`] (the per-nexus unit attention queue),
 //! [`caw`] (COMPARE AND WRITE and its MISCOMPARE sense).
 //!
+//! Implicit ALUA over the shared [`crate::ana::AnaModel`] (sans-I/O, not yet called from
+//! [`execute`]): [`alua`] (state mapping, INQUIRY TPGS, VPD 83h port and group designators,
+//! REPORT TARGET PORT GROUPS, the commands each state allows and its NOT READY sense, the
+//! ASYMMETRIC ACCESS STATE CHANGED unit attention).
+//!
 //! ## Data-in lengths
 //!
 //! For commands that return parameter data the device server builds the full data, then
@@ -27,6 +32,7 @@
 //! Give `data_in` at least `min(allocation length, initiator buffer length)` bytes; 4 KiB
 //! covers everything but a long REPORT LUNS list (8 bytes per LUN + 8).
 
+pub mod alua;
 mod buf;
 mod capacity;
 pub mod caw;
