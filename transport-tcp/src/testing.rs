@@ -91,6 +91,13 @@ pub struct Ctrl {
     pub actions: Vec<Action>,
     /// Close was asked.
     pub closed: bool,
+    /// Attach buffers as soon as asked (else they wait in `waiting_buffers` until
+    /// [`Ctrl::grant_buffers`], or until the machine stalls on one).
+    pub buffers_at_once: bool,
+    /// Buffers asked for and not attached yet.
+    pub waiting_buffers: Vec<(SlotId, u32)>,
+    /// Orders the delayed buffer grants.
+    pub rng: Rng,
 }
 
 impl Ctrl {
@@ -106,6 +113,9 @@ impl Ctrl {
             dw0: 0,
             actions: Vec::new(),
             closed: false,
+            buffers_at_once: true,
+            waiting_buffers: Vec::new(),
+            rng: Rng(0x5EED),
         }
     }
 
@@ -115,16 +125,34 @@ impl Ctrl {
         loop {
             let n = self.conn.recv(bytes, &mut self.bufs);
             bytes = &bytes[n..];
-            let before = self.actions.len();
             self.run_actions();
             if bytes.is_empty() {
                 return;
             }
+            // Stalled on in-capsule data: its buffer must be among those asked for (or was just
+            // attached by run_actions).
             assert!(
-                n > 0 || self.actions.len() > before,
+                n > 0 || !self.waiting_buffers.is_empty(),
                 "recv stalled without asking for a buffer"
             );
+            self.grant_buffers();
         }
+    }
+
+    /// Attaches every buffer asked for, in random order.
+    pub fn grant_buffers(&mut self) {
+        while !self.waiting_buffers.is_empty() {
+            let i = self.rng.next() as usize % self.waiting_buffers.len();
+            let (slot, len) = self.waiting_buffers.swap_remove(i);
+            self.attach(slot, len);
+        }
+        self.run_actions();
+    }
+
+    fn attach(&mut self, slot: SlotId, len: u32) {
+        let old = self.bufs.map.insert(slot, vec![0; len as usize]);
+        assert!(old.is_none(), "slot {slot:?} already has a buffer");
+        self.conn.buffer_ready(slot).expect("buffer_ready");
     }
 
     /// Carries out every queued action.
@@ -139,9 +167,11 @@ impl Ctrl {
                             .is_some_and(|s| s != crate::conn::SlotState::Free),
                         "NeedBuffer for a free slot"
                     );
-                    let old = self.bufs.map.insert(slot, vec![0; len as usize]);
-                    assert!(old.is_none(), "slot {slot:?} already has a buffer");
-                    self.conn.buffer_ready(slot).expect("buffer_ready");
+                    if self.buffers_at_once {
+                        self.attach(slot, len);
+                    } else {
+                        self.waiting_buffers.push((slot, len));
+                    }
                 }
                 Action::Execute { slot } => self.execute(slot),
                 Action::Fail { slot, status } => {
@@ -256,6 +286,7 @@ pub fn pump(ctrl: &mut Ctrl, host: &mut Host, rng: &mut Rng, max_piece: usize) -
             at += n;
         }
         ctrl.run_actions();
+        ctrl.grant_buffers();
         if !ctrl.complete_at_once {
             ctrl.complete_pending(rng);
         }

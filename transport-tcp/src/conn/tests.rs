@@ -817,6 +817,8 @@ fn random_exchanges_settle_with_the_right_data() {
         let (mut c, mut host) = connected(cfg, hcfg, 24 * (max_io as usize / BLOCK));
         c.conn.connected(1, rng.next() & 1 == 0);
         c.complete_at_once = rng.next() & 1 == 0;
+        c.buffers_at_once = rng.next() & 1 == 0;
+        c.rng = Rng(rng.next() | 1);
         let mut model = c.disk.clone();
         let mut expect = std::collections::BTreeMap::new();
         let n = rng.range(1, u64::from(cfg.queue_depth.min(24)));
