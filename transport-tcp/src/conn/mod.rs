@@ -255,6 +255,11 @@ impl Connection {
         self.tx.digests
     }
 
+    /// Framing of the PDUs this controller sends: negotiated digests and the host's HPDA.
+    pub fn tx_framing(&self) -> Framing {
+        self.tx
+    }
+
     /// Counters.
     pub fn stats(&self) -> ConnStats {
         self.stats
@@ -338,11 +343,19 @@ impl Connection {
         }
     }
 
-    /// The buffer asked for by [`Action::NeedBuffer`] is attached to `slot`.
+    /// The buffer asked for by [`Action::NeedBuffer`] is attached to `slot`. Once the connection
+    /// is terminating or closed the command is dropped instead (release the buffer).
     pub fn buffer_ready(&mut self, slot: SlotId) -> Result<(), UsageError> {
+        let dead = matches!(self.state, ConnState::Terminating | ConnState::Closed);
         let s = self.slot_mut(slot)?;
         if s.state != SlotState::AwaitBuffer {
             return Err(UsageError::WrongState(s.state));
+        }
+        if dead {
+            // Nothing more happens on this connection: the command is abandoned (release the
+            // buffer).
+            self.free_slot(slot);
+            return Ok(());
         }
         s.has_buffer = true;
         match s.xfer {
@@ -813,6 +826,10 @@ impl Connection {
     }
 
     fn push_action(&mut self, a: Action) {
+        if a != Action::Close && matches!(self.state, ConnState::Terminating | ConnState::Closed) {
+            // A dead connection executes nothing more.
+            return;
+        }
         if self.actions.push(a).is_err() {
             // Each slot has at most one action waiting, plus Close.
             tracing::error!("nvme/tcp: action queue overflow");

@@ -908,3 +908,28 @@ fn actions_and_transmits_only_name_outstanding_commands() {
     }
     assert!(seen >= 8);
 }
+
+/// Fuzz finding (tcp_pdu): a buffer attached after a fatal error made the dead connection ask
+/// to execute the command, after its Close.
+#[test]
+fn a_buffer_attached_after_a_fatal_error_executes_nothing() {
+    let mut c = live(Config::default(), Digests::default());
+    let s = with_sgl(read_cmd(1, 0, 8), SglDescriptor::transport(4096));
+    c.conn.recv(&capsule(&plain(), s, &[]), &mut c.bufs);
+    assert_eq!(
+        c.conn.poll_action(),
+        Some(Action::NeedBuffer {
+            slot: SlotId(0),
+            len: 4096
+        })
+    );
+    // A bad header, then the runtime gets round to attaching the buffer.
+    c.conn.recv(&[0xFF, 0, 24, 0, 24, 0, 0, 0], &mut c.bufs);
+    assert_eq!(c.conn.state(), ConnState::Terminating);
+    assert_eq!(c.conn.buffer_ready(SlotId(0)), Ok(()));
+    assert_eq!(c.conn.outstanding(), 0, "the command is dropped");
+    let wire = c.flush();
+    assert_eq!(wire[0], PduType::C2hTermReq as u8);
+    assert_eq!(c.conn.poll_action(), Some(Action::Close));
+    assert_eq!(c.conn.poll_action(), None, "nothing after Close");
+}

@@ -190,6 +190,11 @@ impl PduReader {
         self.framing = Some(framing);
     }
 
+    /// The role given to [`PduReader::new`].
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
     /// The framing set by [`PduReader::set_framing`].
     pub fn framing(&self) -> Option<Framing> {
         self.framing
