@@ -401,12 +401,9 @@ pub(crate) fn need(buf: &[u8], n: usize) -> Result<(), BufferTooSmall> {
     }
 }
 
-/// Largest data length a PDU this crate encodes may carry (PLEN must fit in a u32 with the
-/// header, digests and padding).
-pub const MAX_PDU_DATA: u32 = u32::MAX - 512;
-
-/// Common header for a PDU of type `ty` carrying `data_len` bytes of data, framed by `f`
-/// (`data_len` is clamped to [`MAX_PDU_DATA`]).
+/// Common header for a PDU of type `ty` carrying `data_len` bytes of data, framed by `f`.
+/// PLEN saturates at `u32::MAX` for a data length that cannot be framed (above
+/// `u32::MAX` − PDO − 4); no transfer this crate moves comes near.
 pub(crate) fn data_pdu_header(
     ty: PduType,
     extra_flags: u8,
@@ -414,7 +411,6 @@ pub(crate) fn data_pdu_header(
     data_len: u32,
 ) -> CommonHeader {
     let hlen = ty.hlen();
-    let data_len = data_len.min(MAX_PDU_DATA) as usize;
     let mut fl = extra_flags;
     let digests = if ty.takes_digests() {
         f.digests
@@ -425,7 +421,7 @@ pub(crate) fn data_pdu_header(
         fl |= flags::HDGSTF;
     }
     let (pdo, plen) = if data_len == 0 {
-        (0, hlen + digests.hdgst_len())
+        (0, (hlen + digests.hdgst_len()) as u64)
     } else {
         if digests.data {
             fl |= flags::DDGSTF;
@@ -435,7 +431,8 @@ pub(crate) fn data_pdu_header(
             pda: f.pda,
         };
         let pdo = framing.data_offset(hlen);
-        (pdo, pdo + data_len + digests.ddgst_len())
+        let plen = (pdo + digests.ddgst_len()) as u64 + u64::from(data_len);
+        (pdo, plen)
     };
     CommonHeader {
         pdu_type: ty as u8,
@@ -443,7 +440,6 @@ pub(crate) fn data_pdu_header(
         // HLEN ≤ 128 and PDO ≤ 76 rounded up to at most 128: both fit in a byte.
         hlen: hlen as u8,
         pdo: pdo as u8,
-        // ≤ 128 + MAX_PDU_DATA + 4 < u32::MAX.
-        plen: plen as u32,
+        plen: u32::try_from(plen).unwrap_or(u32::MAX),
     }
 }

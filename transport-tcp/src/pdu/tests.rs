@@ -878,3 +878,25 @@ fn the_error_header_for_a_termination_request() {
     assert!(matches!(ev, ReadEvent::Header { .. }));
     assert_eq!(r.header_bytes(), &v[..72], "the header without its digest");
 }
+
+/// Fuzz finding (tcp_pdu): the encoder cut data lengths to `u32::MAX − 512`, so a received
+/// capsule announcing more in-capsule data re-encoded with a different PLEN. Any length a
+/// received PDU can announce frames exactly.
+#[test]
+fn the_largest_data_lengths_frame_exactly() {
+    let f = framing(true, true, 0);
+    let sqe = read_sqe();
+    let icd = u32::MAX - 80;
+    let b = enc(|b| CapsuleCmd { sqe }.encode(&f, icd, b));
+    assert_eq!(u32::from_le_bytes(b[4..8].try_into().unwrap()), u32::MAX);
+    let mut r = PduReader::new(Role::Controller);
+    r.set_framing(f);
+    let (_, ev) = r.read(&b);
+    assert_eq!(
+        ev,
+        ReadEvent::Header {
+            pdu: Pdu::CapsuleCmd(CapsuleCmd { sqe }),
+            data_len: icd
+        }
+    );
+}
