@@ -324,17 +324,16 @@ pub fn connected(cfg: Config, hcfg: HostConfig, blocks: usize) -> (Ctrl, Host) {
 
 /// A Write of `blocks` blocks at `slba`.
 pub fn write_cmd(cid: u16, slba: u64, blocks: u32) -> Sqe {
-    let mut s = Sqe::new(io_opc::WRITE, cid);
-    s.set_nsid(1)
-        .set_cdw(10, slba as u32)
-        .set_cdw(11, (slba >> 32) as u32)
-        .set_cdw(12, blocks - 1);
-    s
+    rw_cmd(io_opc::WRITE, cid, slba, blocks)
 }
 
 /// A Read of `blocks` blocks at `slba`.
 pub fn read_cmd(cid: u16, slba: u64, blocks: u32) -> Sqe {
-    let mut s = Sqe::new(io_opc::READ, cid);
+    rw_cmd(io_opc::READ, cid, slba, blocks)
+}
+
+fn rw_cmd(opc: u8, cid: u16, slba: u64, blocks: u32) -> Sqe {
+    let mut s = Sqe::new(opc, cid);
     s.set_nsid(1)
         .set_cdw(10, slba as u32)
         .set_cdw(11, (slba >> 32) as u32)

@@ -44,8 +44,8 @@ pub use slot::{SlotId, SlotState, Xfer};
 
 use crate::pdu::{
     C2hData, CapsuleResp, DataDigest, Digests, Fatal, Fes, Framing, H2cData, IcReq, IcResp,
-    MAX_PDA, PFV_1_0, Pdu, PduReader, PduType, R2t, ReadEvent, Role, TERM_MAX_ERROR_DATA, TermReq,
-    field,
+    MAX_ENCODED_HEADER, MAX_PDA, PFV_1_0, Pdu, PduReader, PduType, R2t, ReadEvent, Role,
+    TERM_MAX_ERROR_DATA, TermReq, field,
 };
 use queue::Bounded;
 use slot::{Slot, Window, classify};
@@ -421,9 +421,14 @@ impl Connection {
         Ok(())
     }
 
-    /// Writes the next PDU to send into `header` (at least [`crate::pdu::MAX_ENCODED_HEADER`]
-    /// bytes) and says what follows it; `None` when there is nothing to send.
+    /// Writes the next PDU to send into `header` and says what follows it; `None` when there
+    /// is nothing to send (or `header` is shorter than [`MAX_ENCODED_HEADER`]).
     pub fn poll_send(&mut self, header: &mut [u8], bufs: &dyn DataBuffers) -> Option<Transmit> {
+        if header.len() < MAX_ENCODED_HEADER {
+            // Every encoder below fits in it; refusing here means no PDU is lost half-built.
+            tracing::error!(len = header.len(), "nvme/tcp: header buffer too small");
+            return None;
+        }
         if let Some(t) = self.term.take() {
             self.state = ConnState::Closed;
             self.push_action(Action::Close);

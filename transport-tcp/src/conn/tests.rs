@@ -933,3 +933,12 @@ fn a_buffer_attached_after_a_fatal_error_executes_nothing() {
     assert_eq!(c.conn.poll_action(), Some(Action::Close));
     assert_eq!(c.conn.poll_action(), None, "nothing after Close");
 }
+
+#[test]
+fn a_short_header_buffer_loses_no_pdu() {
+    let mut c = Ctrl::new(Config::default(), 8);
+    c.feed(&icreq(Digests::default()));
+    let mut small = [0u8; 100];
+    assert_eq!(c.conn.poll_send(&mut small, &c.bufs), None);
+    assert_eq!(c.flush().len(), 128, "the ICResp is still there");
+}
