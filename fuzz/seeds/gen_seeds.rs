@@ -23,12 +23,16 @@ use target_core::nvme::fabrics::build;
 use target_core::nvme::spec::{admin_opc, fctype, io_opc, prop};
 use target_core::nvme::{SglDescriptor, Sqe};
 use transport_rdma::cm_data::ConnectRequestData;
-use transport_tcp::conn::{Action, Config, Connection, DataBuffers, SlotId};
 use transport_srp::proto::cmd::{DirectDesc, IndirectDesc, LINUX_IMM_DATA_OFFSET};
 use transport_srp::proto::login::REQ_FLAG_IMMED_REQUESTED;
 use transport_srp::proto::{
     AerRsp, BufFormats, CredRsp, DataDesc, ILogout, LoginReq, PortId, SrpCmd, Tag, TaskAttr,
     TaskMgmt, TskMgmt,
+};
+use transport_tcp::conn::{Action, Config, Connection, DataBuffers, SlotId};
+use transport_tcp::host::{Host, HostConfig};
+use transport_tcp::pdu::{
+    CapsuleCmd, Digests, Fes, Framing, H2cData, IcReq, MAX_ENCODED_HEADER, PduType, TermReq,
 };
 
 const SUBNQN: &str = "nqn.2016-06.io.spdk:cnode1";
