@@ -8,7 +8,9 @@
 //!   (`seeds/captures/guest/`, extracted by `seeds/captures/extract.py`);
 //! - the command sequences the Linux host and ib_srp send (reference §8.2 and the srp
 //!   reference), built here with the same encoders the test initiators use, for what the
-//!   captures do not cover.
+//!   captures do not cover;
+//! - for `tcp_pdu`, NVMe/TCP byte streams recorded from `transport_tcp::host::Host` talking to
+//!   a `Connection` (no Linux nvme-tcp capture yet).
 //!
 //! Run: `cargo run --manifest-path fuzz/Cargo.toml --example gen_seeds` (from the repository
 //! root). The seeds are committed; run it again after changing an input format.
@@ -26,6 +28,11 @@ use transport_srp::proto::login::REQ_FLAG_IMMED_REQUESTED;
 use transport_srp::proto::{
     AerRsp, BufFormats, CredRsp, DataDesc, ILogout, LoginReq, PortId, SrpCmd, Tag, TaskAttr,
     TaskMgmt, TskMgmt,
+};
+use transport_tcp::conn::{Action, Config, Connection, DataBuffers, SlotId};
+use transport_tcp::host::{Host, HostConfig};
+use transport_tcp::pdu::{
+    CapsuleCmd, Digests, Fes, Framing, H2cData, IcReq, MAX_ENCODED_HEADER, PduType, TermReq,
 };
 
 const SUBNQN: &str = "nqn.2016-06.io.spdk:cnode1";
@@ -789,6 +796,254 @@ fn wire_captures(dir: &Path) -> Wire {
     w
 }
 
+// -------------------------------------------------------------------------------- NVMe/TCP
+
+/// Buffers of the recording runtime.
+#[derive(Default)]
+struct TcpBufs(std::collections::BTreeMap<SlotId, Vec<u8>>);
+
+impl DataBuffers for TcpBufs {
+    fn write(&mut self, slot: SlotId, offset: u32, data: &[u8]) {
+        let b = self.0.get_mut(&slot).expect("buffer");
+        b[offset as usize..offset as usize + data.len()].copy_from_slice(data);
+    }
+    fn read(&self, slot: SlotId, offset: u32, len: u32, f: &mut dyn FnMut(&[u8])) {
+        f(&self.0[&slot][offset as usize..(offset + len) as usize]);
+    }
+}
+
+/// The `tcp_pdu` configuration byte 8: depth 16, 8 KiB in-capsule, 128 KiB I/O, MAXH2CDATA and
+/// R2T size 128 KiB, one R2T per command (the harness derives the same from it).
+const TCP_CFG: u8 = 8;
+
+fn tcp_config(sel: u8) -> Config {
+    Config {
+        queue_depth: 16,
+        in_capsule_data_size: 8192,
+        max_io_size: 131072,
+        maxh2cdata: 131072,
+        r2t_size: 131072,
+        max_r2t_per_command: 1,
+        c2h_chunk: if sel & 0x40 != 0 { 1000 } else { 131072 },
+        c2h_success: sel & 0x80 != 0,
+        cpda: 0,
+    }
+}
+
+/// Records a host talking to a controller as `tcp_pdu` input: the host's bytes as feed
+/// records, each followed by a drain record, with the harness's "at once" policy (buffers
+/// attached and commands completed with success as soon as asked).
+fn tcp_exchange(sel: u8, hcfg: HostConfig, submit: &dyn Fn(&mut Host, usize)) -> Vec<u8> {
+    let mut conn = Connection::new(tcp_config(sel)).expect("config");
+    let mut bufs = TcpBufs::default();
+    let mut host = Host::new(hcfg);
+    let mut out = vec![sel, TCP_CFG];
+    let mut hdr = [0u8; MAX_ENCODED_HEADER];
+    for round in 0..12 {
+        if round > 0 {
+            submit(&mut host, round);
+        }
+        let up = host.take_output();
+        if !up.is_empty() {
+            out.push(0);
+            out.extend((up.len() as u16).to_le_bytes());
+            out.extend_from_slice(&up);
+        }
+        let mut at = 0;
+        while at < up.len() {
+            at += conn.recv(&up[at..], &mut bufs);
+            while let Some(a) = conn.poll_action() {
+                match a {
+                    Action::NeedBuffer { slot, len } => {
+                        bufs.0.insert(slot, vec![0x3C; len as usize]);
+                        conn.buffer_ready(slot).expect("buffer");
+                    }
+                    Action::Execute { slot } | Action::Fail { slot, .. } => {
+                        let sqe = *conn.sqe(slot).expect("command");
+                        let cqe = target_core::nvme::Cqe::for_command(
+                            &sqe,
+                            1,
+                            0xFFFF,
+                            target_core::nvme::Status::SUCCESS,
+                        );
+                        conn.complete(slot, cqe, u32::MAX).expect("complete");
+                    }
+                    Action::Close => {}
+                }
+            }
+        }
+        out.extend([3, 0xFF, 0xFF]);
+        let mut down = Vec::new();
+        while let Some(t) = conn.poll_send(&mut hdr, &bufs) {
+            down.extend_from_slice(&hdr[..t.header_len]);
+            if let Some(d) = t.data {
+                down.extend_from_slice(&bufs.0[&d.slot][d.offset as usize..][..d.len as usize]);
+            }
+            if let Some(dd) = t.ddgst {
+                down.extend_from_slice(&dd);
+            }
+            if let Some(s) = t.release {
+                bufs.0.remove(&s);
+            }
+        }
+        host.recv(&down).expect("the controller's answer");
+        while host.poll_completion().is_some() {}
+    }
+    out
+}
+
+/// The Linux host's session: Connect with its data in-capsule, Identify-sized read, a 4 KiB
+/// in-capsule write, a 64 KiB write through R2T, a flush, a 128 KiB read.
+fn tcp_linux_session(h: &mut Host, round: usize) {
+    let cid = round as u16;
+    let r = match round {
+        1 => {
+            let mut s = Sqe::fabrics(fctype::CONNECT, cid);
+            s.set_u16_at(42, 1);
+            h.submit_write(s, vec![0; 1024])
+        }
+        2 => h.submit_read(with_cid(read_sqe(1, 0, 8), cid), 4096),
+        3 => h.submit_write(with_cid(write_sqe(1, 8, 8), cid), vec![0xA5; 4096]),
+        4 => h.submit_write(with_cid(write_sqe(1, 16, 128), cid), vec![0x5A; 65536]),
+        5 => h.submit(Sqe::new(io_opc::FLUSH, cid)),
+        6 => h.submit_read(with_cid(read_sqe(1, 0, 256), cid), 131072),
+        _ => Ok(()),
+    };
+    r.expect("submit");
+}
+
+fn with_cid(mut s: Sqe, cid: u16) -> Sqe {
+    s.set_cid(cid);
+    s
+}
+
+fn tcp_record(v: &mut Vec<u8>, op: u8, bytes: &[u8]) {
+    v.push(op);
+    v.extend((bytes.len() as u16).to_le_bytes());
+    v.extend_from_slice(bytes);
+}
+
+fn tcp_header(f: impl FnOnce(&mut [u8]) -> usize) -> Vec<u8> {
+    let mut b = [0u8; MAX_ENCODED_HEADER];
+    let n = f(&mut b);
+    b[..n].to_vec()
+}
+
+fn tcp_seeds(o: &Out) {
+    let both = Digests {
+        header: true,
+        data: true,
+    };
+    for (name, sel, hcfg) in [
+        ("linux-session", 0u8, HostConfig::default()),
+        (
+            "linux-session-digests",
+            0x03,
+            HostConfig {
+                digests: both,
+                ..HostConfig::default()
+            },
+        ),
+        (
+            "hpda-success-chunks",
+            0xC0 | 3 << 2,
+            HostConfig {
+                hpda: 3,
+                ..HostConfig::default()
+            },
+        ),
+        (
+            "maxr2t-4",
+            0,
+            HostConfig {
+                maxr2t: 3,
+                ..HostConfig::default()
+            },
+        ),
+    ] {
+        o.put(
+            "tcp_pdu",
+            name,
+            &tcp_exchange(sel, hcfg, &tcp_linux_session),
+        );
+    }
+    // Malformed PDUs after a good ICReq, one per class, with late buffers and completions.
+    let plain = Framing::default();
+    let icreq = tcp_header(|b| IcReq::linux(Digests::default()).encode(b).expect("icreq"));
+    let flush = tcp_header(|b| {
+        CapsuleCmd {
+            sqe: Sqe::new(io_opc::FLUSH, 1),
+        }
+        .encode(&plain, 0, b)
+        .expect("capsule")
+    });
+    let mut write = with_cid(write_sqe(1, 0, 8), 2);
+    write.set_sgl1(SglDescriptor::transport(4096));
+    let write = tcp_header(|b| {
+        CapsuleCmd { sqe: write }
+            .encode(&plain, 0, b)
+            .expect("capsule")
+    });
+    let h2c = |ttag: u16, datao: u32, datal: u32, last: bool| {
+        let mut v = tcp_header(|b| {
+            H2cData {
+                cccid: 2,
+                ttag,
+                datao,
+                datal,
+                last,
+            }
+            .encode(&plain, b)
+            .expect("h2c")
+        });
+        v.extend(std::iter::repeat_n(0x77u8, datal as usize));
+        v
+    };
+    let mut bad_hlen = flush.clone();
+    bad_hlen[2] = 64;
+    let mut bad_pfv = icreq.clone();
+    bad_pfv[8] = 1;
+    let term = tcp_header(|b| {
+        TermReq::new(Fes::PduSequenceError, 0)
+            .encode(PduType::H2cTermReq, &flush, b)
+            .expect("term")
+    });
+    let cases: Vec<(&str, Vec<Vec<u8>>)> = vec![
+        ("bad-hlen", vec![icreq.clone(), bad_hlen]),
+        ("bad-pfv", vec![bad_pfv]),
+        ("capsule-before-icreq", vec![flush.clone()]),
+        (
+            "h2c-unknown-ttag",
+            vec![icreq.clone(), write.clone(), h2c(9, 0, 4096, true)],
+        ),
+        (
+            "h2c-bad-offset",
+            vec![icreq.clone(), write.clone(), h2c(0, 512, 512, false)],
+        ),
+        (
+            "h2c-split",
+            vec![
+                icreq.clone(),
+                write.clone(),
+                h2c(0, 0, 2048, false),
+                h2c(0, 2048, 2048, true),
+            ],
+        ),
+        ("host-term", vec![icreq.clone(), flush.clone(), term]),
+    ];
+    for (name, pdus) in cases {
+        // sel 0x30: buffers and completions wait for their records.
+        let mut v = vec![0x30u8, TCP_CFG];
+        for p in pdus {
+            tcp_record(&mut v, 0, &p);
+            v.extend([1, 0xFF, 0xFF]); // attach every waiting buffer
+            v.extend([2, 1, 0, 0]); // complete one command, successfully
+            v.extend([3, 0xFF, 0xFF]); // drain
+        }
+        o.put("tcp_pdu", name, &v);
+    }
+}
+
 // ---------------------------------------------------------------------------- reservation
 
 /// An NVMe reservation step of the `reservation` target: requester 0/1 (hosts A/B), op index
@@ -883,6 +1138,7 @@ fn main() {
     srp_seeds(&o, &w.ius, &w.logins);
     rpc_seeds(&o, &read_dir(&root.join("captures/rpc")));
     reservation_seeds(&o);
+    tcp_seeds(&o);
     println!(
         "seeds written to {} (captured: {} capsules, {} Connects, {} CM records, {} SRP IUs, {} logins)",
         root.display(),
