@@ -1,4 +1,6 @@
-//! The request path: from a received command to a completion.
+//! The request path: from a received command to a completion. A transport calls these entry
+//! points; the commands themselves run by concern, as in Linux nvmet: Connect in
+//! `fabrics_cmd`, admin commands in `admin_cmd`, I/O commands on bdevs in `io_cmd_bdev`.
 //!
 //! ```text
 //! capsule ─▶ begin() ─▶ (transport moves host data into req.io.bufs) ─▶ execute()
@@ -17,18 +19,18 @@ use std::time::Instant;
 
 use arrayvec::ArrayVec;
 
-use super::ctrlr::NvmfCtrlr;
+use super::TransportInfo;
+use super::io_cmd_bdev::Followup;
 use super::queue::{Queue, QueueRole};
-use super::{FIRMWARE_REVISION, TransportInfo, discovery};
-use crate::bdev::{BdevIo, BdevOp, IoStatus};
-use crate::nvme::fabrics::check_admin_connect;
+use super::{admin_cmd, fabrics_cmd, io_cmd_bdev};
+use crate::bdev::{BdevIo, BdevOp};
 use crate::nvme::sgl::{self, DataSgl};
-use crate::nvme::spec::{admin_opc, fctype, io_opc};
-use crate::nvme::{
-    AdminOutcome, Completion, ConnectReject, Controller, Cqe, Direction, IoCmd, NamespaceView, Sqe,
-    Status, SubsystemKind, SubsystemView, io, parse_connect,
-};
-use crate::target::{Admission, AdmitKind, NsInfo, PgCore, SubsystemType};
+use crate::nvme::spec::{fctype, io_opc};
+use crate::nvme::{Cqe, Direction, Sqe, Status};
+use crate::target::{Admission, AdmitKind, PgCore};
+
+pub use super::admin_cmd::namespace_view;
+pub use super::io_cmd_bdev::{bdev_status, io_done, resubmit};
 
 /// A parked AER to complete on an admin queue: find the request with `cid` and send `cqe`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,16 +83,6 @@ impl<'a> ExecCtx<'a> {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Step {
-    /// One bdev operation.
-    Single,
-    /// Write Zeroes with FUA on a volatile cache: a Flush follows.
-    FlushAfter,
-    /// Dataset Management: deallocate range `next` onward, of `total`.
-    Deallocate { next: u16, total: u16 },
-}
-
 /// A request's exec-layer state, embedded in the transport's preallocated request.
 #[derive(Debug)]
 pub struct ExecReq {
@@ -108,9 +100,9 @@ pub struct ExecReq {
     pub data_len: u32,
     /// Disconnect the queue once the completion is sent (Fabrics Disconnect).
     pub disconnect_after: bool,
-    admitted: Option<(u32, AdmitKind)>,
-    step: Step,
-    nsid: u32,
+    pub(super) admitted: Option<(u32, AdmitKind)>,
+    pub(super) followup: Followup,
+    pub(super) nsid: u32,
 }
 
 impl ExecReq {
@@ -125,7 +117,7 @@ impl ExecReq {
             data_len: 0,
             disconnect_after: false,
             admitted: None,
-            step: Step::Single,
+            followup: Followup::Single,
             nsid: 0,
         }
     }
@@ -138,7 +130,7 @@ impl ExecReq {
         self.data_len = 0;
         self.disconnect_after = false;
         self.admitted = None;
-        self.step = Step::Single;
+        self.followup = Followup::Single;
         self.nsid = 0;
     }
 
@@ -180,13 +172,13 @@ pub fn begin(
     Ok(dir)
 }
 
-fn complete(q: &Queue, req: &mut ExecReq, status: Status) -> Outcome {
+pub(super) fn complete(q: &Queue, req: &mut ExecReq, status: Status) -> Outcome {
     req.cqe = q.cqe(&req.sqe, status);
     req.data_len = 0;
     Outcome::Complete
 }
 
-fn release(core: &mut PgCore, req: &mut ExecReq) {
+pub(super) fn release(core: &mut PgCore, req: &mut ExecReq) {
     if let Some((sub, kind)) = req.admitted.take() {
         core.release(sub, kind);
     }
@@ -205,15 +197,15 @@ pub fn execute(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) -> Outcom
     }
     // No Arc clone on the I/O path: the controller's reference count is shared by reactors.
     let admin_ctrl = match &q.role {
-        QueueRole::Unconnected => return connect(cx, q, req),
-        QueueRole::Io(_) => return io_cmd(cx, q, req),
+        QueueRole::Unconnected => return fabrics_cmd::connect(cx, q, req),
+        QueueRole::Io(_) => return io_cmd_bdev::execute(cx, q, req),
         QueueRole::Admin(c) => Arc::clone(c),
     };
-    admin(cx, q, req, &admin_ctrl)
+    admin_cmd::execute(cx, q, req, &admin_ctrl)
 }
 
 /// The data buffer of an admin command or a Connect, as one slice.
-fn data_slice(req: &mut ExecReq) -> Result<&mut [u8], Status> {
+pub(super) fn data_slice(req: &mut ExecReq) -> Result<&mut [u8], Status> {
     let len = req.sgl.len() as usize;
     let Some(io) = req.io.as_mut() else {
         return Err(Status::INTERNAL_ERROR);
@@ -229,504 +221,17 @@ fn data_slice(req: &mut ExecReq) -> Result<&mut [u8], Status> {
     }
 }
 
-fn admit(cx: &mut ExecCtx<'_>, req: &mut ExecReq, sub: u32, kind: AdmitKind) -> Admission {
+pub(super) fn admit(
+    cx: &mut ExecCtx<'_>,
+    req: &mut ExecReq,
+    sub: u32,
+    kind: AdmitKind,
+) -> Admission {
     let a = cx.core.admit(sub, kind, cx.transport.index, req.token);
     if a == Admission::Go {
         req.admitted = Some((sub, kind));
     }
     a
-}
-
-fn connect(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) -> Outcome {
-    let sqe = req.sqe;
-    if !sqe.is_fabrics() || sqe.fctype() != fctype::CONNECT {
-        return complete(q, req, Status::INVALID_OPCODE);
-    }
-    let mut c = match data_slice(req).map(|d| parse_connect(&sqe, d)) {
-        Err(s) => return complete(q, req, s),
-        Ok(Err(r)) => return reject(q, req, r),
-        Ok(Ok(c)) => c,
-    };
-    if c.cmd.qid != q.qid {
-        return reject(
-            q,
-            req,
-            ConnectReject::invalid_sqe_field(crate::nvme::fabrics::connect_off::QID),
-        );
-    }
-    let target = Arc::clone(cx.core.target());
-    let Some(sub) = target.subsystem(c.data.subnqn.as_str()) else {
-        tracing::warn!(subnqn = %c.data.subnqn, "Connect to an unknown subsystem");
-        return reject(q, req, ConnectReject::unknown_subsystem());
-    };
-    let exported = sub.kind() == SubsystemType::Discovery
-        || sub.with_config(|cfg| cfg.listeners.contains(&q.listen));
-    if !exported {
-        tracing::warn!(subnqn = %c.data.subnqn, listener = %q.listen,
-                       "Connect to a subsystem not exported on this listener");
-        return reject(q, req, ConnectReject::unknown_subsystem());
-    }
-    if !sub.access_allowed(c.data.hostnqn.as_str(), &q.listen) {
-        tracing::warn!(subnqn = %c.data.subnqn, hostnqn = %c.data.hostnqn,
-                       "Connect from a host that is not allowed");
-        return reject(q, req, ConnectReject::invalid_host());
-    }
-    match admit(cx, req, sub.id(), AdmitKind::Mgmt) {
-        Admission::Go => {}
-        Admission::Queued => return Outcome::Queued,
-        Admission::InvalidNamespace | Admission::Inactive => {
-            return reject(q, req, ConnectReject::controller_busy());
-        }
-    }
-    let limits = cx.transport.limits;
-    let out = if c.is_admin() {
-        if let Err(r) = check_admin_connect(&c, &limits) {
-            release(cx.core, req);
-            return reject(q, req, r);
-        }
-        if c.cmd.kato_ms != 0 && c.cmd.kato_ms < cx.transport.min_kato_ms {
-            c.cmd.kato_ms = cx.transport.min_kato_ms;
-        }
-        let kind = match sub.kind() {
-            SubsystemType::Discovery => SubsystemKind::Discovery,
-            SubsystemType::Nvme => SubsystemKind::Nvm,
-        };
-        let now = cx.now;
-        let me = q.me;
-        let disconnect = cx.transport.disconnect;
-        let tname = cx.transport.name;
-        let mut made: Option<Arc<NvmfCtrlr>> = None;
-        let sub2 = Arc::clone(&sub);
-        let cntlid = sub.add_controller(|cntlid| {
-            let ctrl = Controller::new(cntlid, &c, kind, limits, now);
-            let info = crate::target::ControllerInfo {
-                cntlid,
-                cntrltype: match kind {
-                    SubsystemKind::Nvm => "io",
-                    SubsystemKind::Discovery => "discovery",
-                },
-                hostnqn: c.data.hostnqn.as_str().to_string(),
-                hostid: uuid::Uuid::from_bytes(c.data.hostid).to_string(),
-                num_io_qpairs: 0,
-                transport: tname,
-            };
-            let n = Arc::new(NvmfCtrlr::new(ctrl, sub2, me, disconnect));
-            made = Some(Arc::clone(&n));
-            (info, n)
-        });
-        match (cntlid, made) {
-            (Some(_), Some(ctrl)) => {
-                let dw0 = ctrl.with(|c| c.connect_dw0());
-                tracing::debug!(
-                    cntlid = ctrl.cntlid(),
-                    subnqn = sub.nqn(),
-                    hostnqn = ctrl.hostnqn(),
-                    "admin queue connected"
-                );
-                q.role = QueueRole::Admin(ctrl);
-                Ok(c.success_cqe(&sqe, dw0))
-            }
-            _ => {
-                tracing::warn!(subnqn = sub.nqn(), "no controller id left");
-                Err(ConnectReject::controller_busy())
-            }
-        }
-    } else {
-        match sub.controller::<NvmfCtrlr>(c.data.cntlid) {
-            None => Err(ConnectReject::unknown_controller()),
-            Some(ctrl) => match ctrl.attach_io_queue(&c, q.me) {
-                Ok(dw0) => {
-                    tracing::debug!(
-                        cntlid = ctrl.cntlid(),
-                        qid = c.cmd.qid,
-                        "I/O queue connected"
-                    );
-                    q.role = QueueRole::Io(ctrl);
-                    Ok(c.success_cqe(&sqe, dw0))
-                }
-                Err(r) => Err(r),
-            },
-        }
-    };
-    release(cx.core, req);
-    match out {
-        Ok(cqe) => {
-            q.subsystem = Some(sub.id());
-            q.sqsize = c.cmd.sqsize;
-            q.sqhd = 1;
-            q.sq_flow_control_disabled = c.cmd.sq_flow_control_disabled();
-            cx.core.qpair_associate(sub.id(), c.is_admin());
-            req.cqe = cqe;
-            req.data_len = 0;
-            Outcome::Complete
-        }
-        Err(r) => reject(q, req, r),
-    }
-}
-
-fn reject(q: &Queue, req: &mut ExecReq, r: ConnectReject) -> Outcome {
-    tracing::debug!(status = %r.status, dw0 = r.dw0, "Connect refused");
-    req.cqe = r.cqe(&req.sqe, q.qid, q.sqhd());
-    req.data_len = 0;
-    Outcome::Complete
-}
-
-/// A namespace as the controller logic sees it.
-pub fn namespace_view(n: &NsInfo) -> NamespaceView {
-    NamespaceView {
-        nsid: n.nsid,
-        block_size: n.block_size,
-        num_blocks: n.num_blocks,
-        uuid: *n.uuid.as_bytes(),
-        nguid: n.nguid,
-        eui64: n.eui64.unwrap_or([0; 8]),
-        volatile_write_cache: n.write_cache,
-        supports_unmap: n.unmap,
-        supports_write_zeroes: n.write_zeroes,
-        read_only: !n.writable,
-        ready: true,
-    }
-}
-
-fn admin(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq, ctrl: &Arc<NvmfCtrlr>) -> Outcome {
-    let Some(sub_id) = q.subsystem else {
-        return complete(q, req, Status::INTERNAL_ERROR);
-    };
-    if is_keep_alive(&req.sqe) {
-        return keep_alive(cx, q, req, ctrl);
-    }
-    match admit(cx, req, sub_id, AdmitKind::Mgmt) {
-        Admission::Go => {}
-        Admission::Queued => return Outcome::Queued,
-        Admission::InvalidNamespace | Admission::Inactive => {
-            return complete(q, req, Status::ABORTED_SQ_DELETION);
-        }
-    }
-    let sub = Arc::clone(ctrl.subsystem());
-    let namespaces: Vec<NamespaceView> = cx.core.namespaces(sub_id).map(namespace_view).collect();
-    let (serial, model, max_namespaces) =
-        sub.with_config(|c| (c.serial.clone(), c.model.clone(), c.ns_limit()));
-    let disc = sub.kind() == SubsystemType::Discovery;
-    let log = if disc {
-        Some(discovery::build(cx.core.target(), ctrl.hostnqn(), q))
-    } else {
-        None
-    };
-    let entries = log.as_ref().map(|l| l.entries());
-    let view = SubsystemView {
-        kind: if disc {
-            SubsystemKind::Discovery
-        } else {
-            SubsystemKind::Nvm
-        },
-        serial: &serial,
-        model: &model,
-        firmware: FIRMWARE_REVISION,
-        max_namespaces,
-        namespaces: &namespaces,
-        discovery_log: match (&log, &entries) {
-            (Some(l), Some(e)) => Some(crate::nvme::DiscoveryLog {
-                genctr: l.genctr,
-                entries: e,
-            }),
-            _ => None,
-        },
-    };
-    let sqe = req.sqe;
-    let now = cx.now;
-    let out = match data_slice(req) {
-        Ok(data) => ctrl.with(|c| c.admin(&view, &sqe, data, now)),
-        Err(s) => AdminOutcome::Complete(Completion::err(s)),
-    };
-    release(cx.core, req);
-    match out {
-        AdminOutcome::Complete(c) => {
-            if c.effect == crate::nvme::CcChange::Disabled {
-                ctrl.disconnect_io_queues(cx.core.target().reactors());
-            }
-            req.cqe = c.cqe(&sqe, q.sqhd());
-            req.data_len = if c.status.is_success() {
-                (c.data_len as u32).min(req.sgl.len())
-            } else {
-                0
-            };
-            Outcome::Complete
-        }
-        AdminOutcome::Parked => Outcome::Parked,
-        AdminOutcome::Abort { sqid, cid } => {
-            let aborted = sqid == 0 && ctrl.with(|c| c.cancel_aer(cid));
-            if aborted {
-                let mut aer = sqe;
-                aer.set_cid(cid);
-                let _ = cx.aer_done.try_push(AerDone {
-                    cid,
-                    cqe: q.cqe(&aer, Status::ABORTED_BY_REQUEST),
-                });
-            }
-            req.cqe = Completion::abort_result(aborted).cqe(&sqe, q.sqhd());
-            req.data_len = 0;
-            Outcome::Complete
-        }
-    }
-}
-
-/// Whether `sqe` is a Keep Alive.
-fn is_keep_alive(sqe: &Sqe) -> bool {
-    !sqe.is_fabrics() && sqe.opcode() == admin_opc::KEEP_ALIVE
-}
-
-/// Keep Alive reads nothing of the subsystem and only refreshes the controller's timer, so it
-/// runs without admission: it is never queued behind a pause. The keep-alive timer runs while a
-/// subsystem is paused, and a queued Keep Alive would let a pause longer than KATO end every
-/// healthy association of the subsystem.
-fn keep_alive(
-    cx: &mut ExecCtx<'_>,
-    q: &mut Queue,
-    req: &mut ExecReq,
-    ctrl: &Arc<NvmfCtrlr>,
-) -> Outcome {
-    let view = SubsystemView::bare(match ctrl.subsystem().kind() {
-        SubsystemType::Discovery => SubsystemKind::Discovery,
-        SubsystemType::Nvme => SubsystemKind::Nvm,
-    });
-    let (sqe, now) = (req.sqe, cx.now);
-    let c = match ctrl.with(|c| c.admin(&view, &sqe, &mut [], now)) {
-        AdminOutcome::Complete(c) => c,
-        // Keep Alive never parks nor aborts.
-        _ => Completion::err(Status::INTERNAL_ERROR),
-    };
-    req.cqe = c.cqe(&sqe, q.sqhd());
-    req.data_len = 0;
-    Outcome::Complete
-}
-
-fn io_cmd(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) -> Outcome {
-    let Some(sub) = q.subsystem else {
-        return complete(q, req, Status::INTERNAL_ERROR);
-    };
-    let nsid = req.sqe.nsid();
-    let ns = cx.core.namespace(sub, nsid).map(namespace_view);
-    let cmd = match io::decode(
-        &req.sqe,
-        ns.as_ref(),
-        Ok(req.sgl.len()),
-        cx.transport.limits.max_io_size,
-    ) {
-        Ok(c) => c,
-        Err(s) => return io_error(q, req, s),
-    };
-    let op = match cmd {
-        IoCmd::Disconnect => {
-            req.disconnect_after = true;
-            return complete(q, req, Status::SUCCESS);
-        }
-        IoCmd::Nop => return complete(q, req, Status::SUCCESS),
-        IoCmd::Read { slba, blocks, .. } => BdevOp::Read {
-            offset_blocks: slba,
-            num_blocks: u64::from(blocks),
-        },
-        IoCmd::Write { slba, blocks, fua } => BdevOp::Write {
-            offset_blocks: slba,
-            num_blocks: u64::from(blocks),
-            fua,
-        },
-        IoCmd::Compare { slba, blocks } => BdevOp::Compare {
-            offset_blocks: slba,
-            num_blocks: u64::from(blocks),
-        },
-        IoCmd::WriteZeroes {
-            slba, blocks, fua, ..
-        } => {
-            if fua && ns.is_some_and(|n| n.volatile_write_cache) {
-                req.step = Step::FlushAfter;
-            }
-            BdevOp::WriteZeroes {
-                offset_blocks: slba,
-                num_blocks: u64::from(blocks),
-            }
-        }
-        IoCmd::Flush => BdevOp::Flush,
-        IoCmd::Deallocate { ranges } => {
-            // Ranges are validated up front, so a bad one fails the command before any
-            // deallocation.
-            let Some(view) = ns.as_ref() else {
-                return io_error(q, req, Status::INVALID_NAMESPACE);
-            };
-            let first = match dsm_range(req, view, 0, ranges) {
-                Ok(Some(r)) => r,
-                Ok(None) => return complete(q, req, Status::SUCCESS),
-                Err(s) => return io_error(q, req, s),
-            };
-            req.step = Step::Deallocate {
-                next: first.0 + 1,
-                total: ranges,
-            };
-            first.1
-        }
-    };
-    match admit(cx, req, sub, AdmitKind::Io(nsid)) {
-        Admission::Go => {}
-        Admission::Queued => {
-            req.step = Step::Single;
-            return Outcome::Queued;
-        }
-        Admission::InvalidNamespace => return io_error(q, req, Status::INVALID_NAMESPACE),
-        Admission::Inactive => return complete(q, req, Status::ABORTED_SQ_DELETION),
-    }
-    req.nsid = nsid;
-    submit(cx, q, req, op)
-}
-
-/// The first non-empty Dataset Management range at or after `from`, as `(index, op)`.
-fn dsm_range(
-    req: &ExecReq,
-    ns: &NamespaceView,
-    from: u16,
-    total: u16,
-) -> Result<Option<(u16, BdevOp)>, Status> {
-    let Some(io) = req.io.as_ref() else {
-        return Err(Status::INTERNAL_ERROR);
-    };
-    let data: &[u8] = match io.bufs.first() {
-        Some(b) => b.as_slice(),
-        None => &[],
-    };
-    if from == 0 {
-        // Every range is checked before the first deallocation.
-        let _checked = io::dsm_ranges(data, total, ns)?;
-    }
-    let mut i = from;
-    while i < total {
-        let off = usize::from(i) * 16;
-        let Some(r) = data.get(off..off + 16) else {
-            return Err(Status::DATA_SGL_LENGTH_INVALID);
-        };
-        let blocks = u32::from_le_bytes([r[4], r[5], r[6], r[7]]);
-        let mut s = [0u8; 8];
-        s.copy_from_slice(&r[8..16]);
-        let slba = u64::from_le_bytes(s);
-        if blocks != 0 {
-            return Ok(Some((
-                i,
-                BdevOp::Unmap {
-                    offset_blocks: slba,
-                    num_blocks: u64::from(blocks),
-                },
-            )));
-        }
-        i += 1;
-    }
-    Ok(None)
-}
-
-fn io_error(q: &Queue, req: &mut ExecReq, status: Status) -> Outcome {
-    if let Some(c) = q.controller() {
-        let lba = u64::from(req.sqe.cdw10()) | u64::from(req.sqe.cdw11()) << 32;
-        let (qid, cid, nsid) = (q.qid, req.sqe.cid(), req.sqe.nsid());
-        c.with(|c| c.record_error(qid, cid, status, nsid, lba));
-    }
-    complete(q, req, status)
-}
-
-fn submit(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq, op: BdevOp) -> Outcome {
-    let Some(mut io) = req.io.take() else {
-        release(cx.core, req);
-        return complete(q, req, Status::INTERNAL_ERROR);
-    };
-    io.op = op;
-    io.tag = req.token;
-    io.status = IoStatus::Pending;
-    let sub = q.subsystem.unwrap_or(u32::MAX);
-    match cx.core.submit_io(sub, req.nsid, cx.transport.index, io) {
-        Ok(()) => Outcome::Submitted,
-        Err(io) => {
-            req.io = Some(io);
-            if cx.core.namespace(sub, req.nsid).is_none() {
-                release(cx.core, req);
-                io_error(q, req, Status::INVALID_NAMESPACE)
-            } else {
-                Outcome::Busy
-            }
-        }
-    }
-}
-
-/// Submits again a request that got [`Outcome::Busy`].
-pub fn resubmit(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) -> Outcome {
-    let Some(op) = req.io.as_ref().map(|io| io.op) else {
-        release(cx.core, req);
-        return complete(q, req, Status::INTERNAL_ERROR);
-    };
-    if q.is_closing() {
-        release(cx.core, req);
-        return complete(q, req, Status::ABORTED_SQ_DELETION);
-    }
-    submit(cx, q, req, op)
-}
-
-/// The NVMe status for a bdev status.
-pub fn bdev_status(op: &BdevOp, s: IoStatus) -> Status {
-    match s {
-        IoStatus::Success => Status::SUCCESS,
-        IoStatus::Miscompare => Status::COMPARE_FAILURE,
-        IoStatus::OutOfRange => Status::LBA_OUT_OF_RANGE,
-        IoStatus::BufferTooSmall => Status::DATA_SGL_LENGTH_INVALID,
-        IoStatus::Unsupported => Status::INVALID_OPCODE,
-        IoStatus::Error(e) if e == libc::EIO => match op {
-            BdevOp::Read { .. } | BdevOp::Compare { .. } => Status::UNRECOVERED_READ_ERROR,
-            BdevOp::Write { .. } | BdevOp::WriteZeroes { .. } => Status::WRITE_FAULT,
-            _ => Status::INTERNAL_ERROR,
-        },
-        IoStatus::Error(e) if e == libc::ENOMEM || e == libc::EAGAIN => {
-            Status::INTERNAL_ERROR.retryable()
-        }
-        IoStatus::Error(_) | IoStatus::Pending => Status::INTERNAL_ERROR,
-    }
-}
-
-/// A bdev I/O of this request came back.
-pub fn io_done(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq, io: Box<BdevIo>) -> Outcome {
-    let status = bdev_status(&io.op, io.status);
-    let op = io.op;
-    req.io = Some(io);
-    if status.is_success() && !q.is_closing() {
-        match req.step {
-            Step::Single => {}
-            Step::FlushAfter => {
-                req.step = Step::Single;
-                return submit(cx, q, req, BdevOp::Flush);
-            }
-            Step::Deallocate { next, total } => {
-                let ns = cx.core.namespace(q.subsystem.unwrap_or(u32::MAX), req.nsid);
-                let Some(view) = ns.map(namespace_view) else {
-                    release(cx.core, req);
-                    return io_error(q, req, Status::INVALID_NAMESPACE);
-                };
-                match dsm_range(req, &view, next, total) {
-                    Ok(Some((i, op))) => {
-                        req.step = Step::Deallocate { next: i + 1, total };
-                        return submit(cx, q, req, op);
-                    }
-                    Ok(None) => {}
-                    Err(s) => {
-                        release(cx.core, req);
-                        return io_error(q, req, s);
-                    }
-                }
-            }
-        }
-    }
-    release(cx.core, req);
-    cx.core.stats_mut().completed_nvme_io += 1;
-    if !status.is_success() {
-        return io_error(q, req, status);
-    }
-    req.cqe = q.cqe(&req.sqe, Status::SUCCESS);
-    req.data_len = match op {
-        BdevOp::Read { .. } => req.sgl.len(),
-        _ => 0,
-    };
-    Outcome::Complete
 }
 
 /// Whether `sqe` is a Fabrics Connect (a transport may want to know before the data arrives).
@@ -743,8 +248,8 @@ pub fn is_read(sqe: &Sqe) -> bool {
 mod tests {
     use super::*;
     use crate::nvme::sgl::SglDescriptor;
+    use crate::nvme::spec::admin_opc;
     use crate::reactor::ReactorCtx;
-    use iobuf::IoBuf;
 
     fn info() -> TransportInfo {
         fn nop(_: &mut ReactorCtx, _: usize, _: u64) {}
@@ -756,47 +261,6 @@ mod tests {
             admin_max_len: 128 * 1024,
             disconnect: nop,
         }
-    }
-
-    #[test]
-    fn bdev_statuses() {
-        let r = BdevOp::Read {
-            offset_blocks: 0,
-            num_blocks: 1,
-        };
-        let w = BdevOp::Write {
-            offset_blocks: 0,
-            num_blocks: 1,
-            fua: false,
-        };
-        assert_eq!(bdev_status(&r, IoStatus::Success), Status::SUCCESS);
-        assert_eq!(
-            bdev_status(&r, IoStatus::Miscompare),
-            Status::COMPARE_FAILURE
-        );
-        assert_eq!(
-            bdev_status(&r, IoStatus::OutOfRange),
-            Status::LBA_OUT_OF_RANGE
-        );
-        assert_eq!(
-            bdev_status(&r, IoStatus::Unsupported),
-            Status::INVALID_OPCODE
-        );
-        assert_eq!(
-            bdev_status(&r, IoStatus::Error(libc::EIO)),
-            Status::UNRECOVERED_READ_ERROR
-        );
-        assert_eq!(
-            bdev_status(&w, IoStatus::Error(libc::EIO)),
-            Status::WRITE_FAULT
-        );
-        assert_eq!(
-            bdev_status(&BdevOp::Flush, IoStatus::Error(libc::EIO)),
-            Status::INTERNAL_ERROR
-        );
-        let busy = bdev_status(&w, IoStatus::Error(libc::ENOMEM));
-        assert!(!busy.is_dnr(), "resource shortage is retryable");
-        assert_eq!(bdev_status(&w, IoStatus::Pending), Status::INTERNAL_ERROR);
     }
 
     #[test]
@@ -882,62 +346,5 @@ mod tests {
             begin(&t, &mut q, &mut req, &[], 4096),
             Ok(Direction::ControllerToHost)
         );
-    }
-
-    #[test]
-    fn dataset_management_ranges_are_walked_in_order() {
-        let ns = NamespaceView::new(1, 512, 1000);
-        let mut req = ExecReq::new(1);
-        let mut b = IoBuf::alloc(4096).unwrap();
-        let buf = b.as_mut_slice();
-        for (i, (blocks, slba)) in [(8u32, 0u64), (0, 900), (2, 998)].iter().enumerate() {
-            buf[i * 16 + 4..i * 16 + 8].copy_from_slice(&blocks.to_le_bytes());
-            buf[i * 16 + 8..i * 16 + 16].copy_from_slice(&slba.to_le_bytes());
-        }
-        req.io.as_mut().unwrap().bufs.push(b);
-        let first = dsm_range(&req, &ns, 0, 3).unwrap().unwrap();
-        assert_eq!(
-            first,
-            (
-                0,
-                BdevOp::Unmap {
-                    offset_blocks: 0,
-                    num_blocks: 8
-                }
-            )
-        );
-        let second = dsm_range(&req, &ns, 1, 3).unwrap().unwrap();
-        assert_eq!(second.0, 2, "the empty range is skipped");
-        assert_eq!(dsm_range(&req, &ns, 3, 3).unwrap(), None);
-        // A range past the end fails the command before anything is deallocated.
-        let small = NamespaceView::new(1, 512, 999);
-        assert_eq!(
-            dsm_range(&req, &small, 0, 3).unwrap_err(),
-            Status::LBA_OUT_OF_RANGE
-        );
-    }
-
-    #[test]
-    fn namespace_views_follow_the_bdev() {
-        let n = NsInfo {
-            nsid: 3,
-            bdev_name: "m".into(),
-            block_size: 4096,
-            num_blocks: 10,
-            uuid: uuid::Uuid::from_bytes([1; 16]),
-            nguid: [2; 16],
-            eui64: None,
-            write_cache: true,
-            unmap: true,
-            write_zeroes: false,
-            compare: true,
-            writable: false,
-        };
-        let v = namespace_view(&n);
-        assert_eq!((v.nsid, v.block_size, v.num_blocks), (3, 4096, 10));
-        assert_eq!(v.uuid, [1; 16]);
-        assert_eq!(v.eui64, [0; 8]);
-        assert!(v.volatile_write_cache && v.supports_unmap && !v.supports_write_zeroes);
-        assert!(v.read_only && v.ready);
     }
 }

@@ -10,8 +10,12 @@
 //!   created by the transport when it accepts a connection;
 //! - [`exec`]: the request path. A transport receives a capsule, calls [`exec::begin`] (SGL
 //!   decoding), moves the host's data into the request's buffers, calls [`exec::execute`]
-//!   (admission, Connect, admin commands, I/O decoding and bdev submission), and later
-//!   [`exec::io_done`] with the bdev completion. The outcome tells it what to send.
+//!   (admission, then the command by concern), and later [`exec::io_done`] with the bdev
+//!   completion. The outcome tells it what to send.
+//! - by concern, as Linux nvmet splits them: `fabrics_cmd` (Connect: the association and its
+//!   I/O queues), `admin_cmd` (admin commands, Keep Alive, the views the controller logic
+//!   reads), `io_cmd_bdev` (I/O commands on bdevs, multi-operation commands, bdev status to
+//!   NVMe status), `discovery` (the discovery log a host sees).
 //!
 //! # What a transport provides
 //!
@@ -26,9 +30,12 @@
 //! (for an admin queue this ends the association: every I/O queue gets a disconnect message and
 //! the controller id is freed) and [`Queue::finish`] once nothing of the connection is left.
 
+mod admin_cmd;
 mod ctrlr;
 mod discovery;
 pub mod exec;
+mod fabrics_cmd;
+mod io_cmd_bdev;
 mod queue;
 
 pub use ctrlr::{NvmfCtrlr, QueueRef};
