@@ -18,7 +18,7 @@ use fabric::{SendWr, SgeList, WcStatus, WorkCompletion};
 use iobuf::IoBuf;
 use target_core::bdev::{BdevIo, BdevOp, IoStatus};
 use target_core::reactor::Step;
-use target_core::scsi::{self, Outcome, ScsiIo, ScsiStatus, Sense};
+use target_core::scsi::{self, Verdict, ScsiIo, ScsiStatus, Sense};
 use target_core::target::{Admission, AdmitKind, PgCore, with_transport_pg};
 
 use super::chan::{iu_bytes, srq_bufs};
@@ -528,15 +528,15 @@ impl SrpPg {
         let bs = lu.map_or(512, |l| l.block_size);
         let r = &mut c.reqs[slot as usize];
         match outcome {
-            Outcome::Good => {
+            Verdict::Good => {
                 r.status = ScsiStatus::Good as u8;
                 r.stage = Stage::Respond;
             }
-            Outcome::CheckCondition(s) => {
+            Verdict::CheckCondition(s) => {
                 r.check(s);
                 r.stage = Stage::Respond;
             }
-            Outcome::DataIn { len } => {
+            Verdict::DataIn { len } => {
                 let n = len.min(r.in_len);
                 r.wanted_in = u64::from(len);
                 r.status = ScsiStatus::Good as u8;
@@ -560,7 +560,7 @@ impl SrpPg {
                 let r = &mut self.chans[key as usize].reqs[slot as usize];
                 r.stage = Stage::Respond;
             }
-            Outcome::Io(op) => {
+            Verdict::Io(op) => {
                 r.op = Some(op);
                 r.wanted_in = op.data_in_len(bs);
                 r.wanted_out = op.data_out_len(bs);
