@@ -7,6 +7,8 @@
 //! - [`nvmf`]: the NVMe request execution layer NVMe transports share (controllers, queues,
 //!   Connect, admin and I/O execution on bdevs).
 //! - [`scsi`]: SCSI logical-unit logic, no I/O inside.
+//! - [`scsi_exec`]: the SCSI execution layer SCSI transports share (LU maps, admission, the
+//!   device server, bdev I/O, sense).
 //! - [`reservation`]: reservations of a volume shared by NVMe and SCSI (sans-I/O).
 //! - [`ana`]: asymmetric access (NVMe ANA, SCSI ALUA) of a subsystem's paths (sans-I/O).
 //! - [`bdev`]: block devices (malloc, null, file/aio).
@@ -23,4 +25,5 @@ pub mod reactor;
 pub mod registry;
 pub mod reservation;
 pub mod scsi;
+pub mod scsi_exec;
 pub mod target;
