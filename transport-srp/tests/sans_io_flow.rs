@@ -2,7 +2,7 @@
 //! logs in over RDMA CM three times (SCST's relogin check), sends INQUIRY, READ and a LUN
 //! reset, and every byte that would go on the wire is checked.
 
-use target_core::scsi::{self, LogicalUnit, NaaId, Verdict, PROTOCOL_ID_SRP, ScsiIo, TargetPort};
+use target_core::scsi::{self, LogicalUnit, NaaId, PROTOCOL_ID_SRP, ScsiIo, TargetPort, Verdict};
 use transport_srp::channel::{
     Action, Channel, ChannelState, CloseReason, Event, IuDisposition, IuKind,
 };

@@ -121,6 +121,14 @@ impl ScsiEngine {
         }
     }
 
+    /// Ends the command with CHECK CONDITION and `sense`, no data-in, and gives back its
+    /// admission: for what the transport finds wrong itself (a malformed IU, data descriptors
+    /// it cannot use). The transport then responds.
+    pub fn fail(core: &mut PgCore, req: &mut ScsiReq, sense: Sense) {
+        req.fail(sense);
+        Self::abandon(core, req);
+    }
+
     /// A bdev I/O of this request came back. The transport handles an aborted request itself
     /// (put the I/O back in `req.io`, [`ScsiEngine::abandon`]).
     pub fn io_done(&mut self, core: &mut PgCore, req: &mut ScsiReq, io: Box<BdevIo>) -> ScsiAction {
@@ -207,6 +215,14 @@ impl ScsiEngine {
                     return self.fetch(req);
                 }
                 req.phase = Phase::Submit;
+                if let scsi::ScsiIo::Read { blocks, .. } = op {
+                    // The data buffers first (a read's usual wait), before building the bdev
+                    // operation.
+                    let need = self.limits.units(u64::from(blocks) * u64::from(bs));
+                    if req.io.as_ref().is_some_and(|io| io.bufs.len() < need) {
+                        return ScsiAction::NeedBuffers(need);
+                    }
+                }
                 return self.submit(core, req);
             }
         }

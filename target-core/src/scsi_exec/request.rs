@@ -127,15 +127,8 @@ impl Default for ScsiReq {
 impl ScsiReq {
     /// A request slot with its preallocated bdev I/O.
     pub fn new() -> Self {
-        let mut r = Self::empty();
-        r.io = Some(Box::new(BdevIo::new(BdevOp::Flush, 0)));
-        r
-    }
-
-    /// A request slot without a bdev I/O (a placeholder while the real one is moved).
-    pub fn empty() -> Self {
         ScsiReq {
-            io: None,
+            io: Some(Box::new(BdevIo::new(BdevOp::Flush, 0))),
             token: 0,
             sub: 0,
             lun: None,
@@ -163,17 +156,31 @@ impl ScsiReq {
     /// Forgets the previous command (the bdev I/O and its buffer list stay; the transport has
     /// taken the buffers back, see [`ScsiReq::take_param`]).
     pub fn reset(&mut self) {
-        let io = self.io.take();
-        let param = self.param.take();
-        *self = Self::empty();
-        self.io = io;
-        self.param = param;
+        // Field by field: no drop glue, no copy of the whole request.
+        self.token = 0;
+        self.sub = 0;
+        self.lun = None;
+        self.cdb_len = 0;
+        self.in_len = 0;
+        self.out_len = 0;
+        self.phase = Phase::Done;
+        self.admit_kind = AdmitKind::Mgmt;
+        self.admitted = None;
+        self.no_lu = false;
+        self.op = None;
+        self.status = ScsiStatus::Good;
+        self.sense = None;
+        self.wanted_in = 0;
+        self.wanted_out = 0;
+        self.data_in = 0;
+        self.cursor = 0;
+        self.write_same = WriteSameMode::Undecided;
+        self.pattern_ready = false;
     }
 
-    /// Ends the command with CHECK CONDITION and `sense` and no data-in: for what the
-    /// transport finds wrong itself (a malformed IU, unusable data descriptors). Gives back
-    /// nothing: call it before the request is driven, or after it responded.
-    pub fn fail(&mut self, sense: Sense) {
+    /// Ends the command with CHECK CONDITION and `sense` and no data-in (see
+    /// [`super::ScsiEngine::fail`], which also gives back the admission).
+    pub(super) fn fail(&mut self, sense: Sense) {
         self.check(sense);
         self.data_in = 0;
         self.phase = Phase::Done;
