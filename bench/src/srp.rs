@@ -17,7 +17,8 @@ const NQN: &str = "nqn.2016-06.io.rtgt:bench";
 const PORT: u16 = 5555;
 const TAGS: usize = 4096;
 
-type Outcome = (
+/// What a run hands back: each initiator's result, the measured window, and the channels.
+type RunEnd = (
     Vec<Result<HostResult, String>>,
     WindowResult,
     Vec<SrpInitiator>,
@@ -120,7 +121,7 @@ fn threaded(
     dev_blocks: u64,
     phase: &AtomicU8,
     reactors: target_core::reactor::Reactors,
-) -> Outcome {
+) -> RunEnd {
     let threads = a.initiator_threads.clamp(1, chans.len());
     let per = chans.len().div_ceil(threads);
     let mut shares = Vec::new();
@@ -172,7 +173,7 @@ fn inline(
     dev_blocks: u64,
     phase: &Arc<AtomicU8>,
     reactors: target_core::reactor::Reactors,
-) -> Result<Outcome, String> {
+) -> Result<RunEnd, String> {
     let mut d = Some(Driver::new(a, chans, dev_blocks, 0).map_err(|(e, _)| e)?);
     let (tx, rx) = std::sync::mpsc::channel();
     let ph = Arc::clone(phase);

@@ -2,7 +2,7 @@
 //!
 //! Nothing here does I/O, spawns threads, takes locks or keeps references into the target model:
 //! commands come in as bytes and plain views, and what to do comes back as values (data to send,
-//! a status, a bdev operation to run). The exec layer (`nvmf`) and the transports drive it.
+//! a status, a bdev operation to run). The exec layer (`nvme_exec`) and the transports drive it.
 //!
 //! # How the pieces are called
 //!

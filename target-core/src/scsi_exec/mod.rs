@@ -1,5 +1,5 @@
 //! The SCSI execution layer shared by SCSI transports (SRP now): SCSI commands on the target
-//! model and its bdevs, as [`crate::nvmf`] does for NVMe. The sans-I/O [`crate::scsi`] module
+//! model and its bdevs, as [`crate::nvme_exec`] does for NVMe. The sans-I/O [`crate::scsi`] module
 //! decides what a CDB means; this layer binds it to the poll group (admission, the
 //! namespace's I/O channel) without knowing how bytes move.
 //!
@@ -50,7 +50,7 @@
 //!   (owned by the bdev's home reactor) and the namespace's ANA group in the subsystem's
 //!   [`crate::ana::AnaModel`];
 //! - per volume per poll group: the published [`crate::reservation::AccessView`] beside the
-//!   namespace's admission gate, read by `nvmf` for an NVMe command and by [`ScsiEngine`] for
+//!   namespace's admission gate, read by `nvme_exec` for an NVMe command and by [`ScsiEngine`] for
 //!   a SCSI command before the bdev is touched;
 //! - per LU per poll group: [`MappedLu`] (the SCSI description of the namespace), rebuilt
 //!   when namespaces change;

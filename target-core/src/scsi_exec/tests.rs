@@ -133,7 +133,7 @@ struct Done {
 }
 
 #[derive(Default)]
-struct Shared {
+struct Mailbox {
     inbox: Mutex<VecDeque<Cmd>>,
     done: Mutex<Vec<Done>>,
     queued: AtomicUsize,
@@ -142,7 +142,7 @@ struct Shared {
 }
 
 struct TestTransport {
-    shared: Arc<Shared>,
+    shared: Arc<Mailbox>,
     index: usize,
 }
 
@@ -198,7 +198,7 @@ fn nexus() -> ItNexus {
 
 fn create_test(ctx: TransportContext, _params: &TransportParams) -> registry::CreateResult {
     Ok(Arc::new(TestTransport {
-        shared: Arc::new(Shared::default()),
+        shared: Arc::new(Mailbox::default()),
         index: ctx.index,
     }))
 }
@@ -218,7 +218,7 @@ struct Req {
 }
 
 struct TestPg {
-    shared: Arc<Shared>,
+    shared: Arc<Mailbox>,
     engine: ScsiEngine,
     nexus: ItNexus,
     reqs: Slab<Req>,
@@ -405,7 +405,7 @@ impl TransportPollGroup for TestPg {
 struct Harness {
     rt: tokio::runtime::Runtime,
     target: Arc<Target>,
-    shared: Arc<Shared>,
+    shared: Arc<Mailbox>,
     ops: Arc<Mutex<Vec<BdevOp>>>,
     next_id: u64,
 }

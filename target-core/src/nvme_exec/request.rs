@@ -1,6 +1,7 @@
 //! The request path: from a received command to a completion. A transport calls these entry
-//! points; the commands themselves run by concern, as in Linux nvmet: Connect in
-//! `fabrics_cmd`, admin commands in `admin_cmd`, I/O commands on bdevs in `io_cmd_bdev`.
+//! points (re-exported at the module root); the commands themselves run by concern, as in
+//! Linux nvmet: Connect in `fabrics_cmd`, admin commands in `admin_cmd`, I/O commands on bdevs
+//! in `io_cmd_bdev` (which also holds `io_done` and `resubmit`).
 //!
 //! ```text
 //! capsule ─▶ begin() ─▶ (transport moves host data into req.io.bufs) ─▶ execute()
@@ -29,9 +30,6 @@ use crate::nvme::spec::{fctype, io_opc};
 use crate::nvme::{Cqe, Direction, Sqe, Status};
 use crate::target::{Admission, AdmitKind, PgCore};
 
-pub use super::admin_cmd::namespace_view;
-pub use super::io_cmd_bdev::{bdev_status, io_done, resubmit};
-
 /// A parked AER to complete on an admin queue: find the request with `cid` and send `cqe`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AerDone {
@@ -43,7 +41,7 @@ pub struct AerDone {
 
 /// What to do next with a request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum NvmeAction {
     /// Finished: send the first `req.data_len` bytes of the request's buffers to the host (when
     /// non-zero; only for controller-to-host commands), then `req.cqe`.
     Complete,
@@ -60,7 +58,7 @@ pub enum Outcome {
 
 /// The per-call context: the poll group, the transport, the time, and side effects for the
 /// transport to apply afterwards.
-pub struct ExecCtx<'a> {
+pub struct NvmeCtx<'a> {
     /// The poll group's core state.
     pub core: &'a mut PgCore,
     /// The transport.
@@ -71,7 +69,7 @@ pub struct ExecCtx<'a> {
     pub aer_done: ArrayVec<AerDone, 4>,
 }
 
-impl<'a> ExecCtx<'a> {
+impl<'a> NvmeCtx<'a> {
     /// A context for one or more calls.
     pub fn new(core: &'a mut PgCore, transport: &'a TransportInfo, now: Instant) -> Self {
         Self {
@@ -85,7 +83,7 @@ impl<'a> ExecCtx<'a> {
 
 /// A request's exec-layer state, embedded in the transport's preallocated request.
 #[derive(Debug)]
-pub struct ExecReq {
+pub struct NvmeReq {
     /// The command.
     pub sqe: Sqe,
     /// Its decoded SGL1 (from [`begin`]).
@@ -105,7 +103,7 @@ pub struct ExecReq {
     pub(super) nsid: u32,
 }
 
-impl ExecReq {
+impl NvmeReq {
     /// A request slot with its preallocated bdev I/O.
     pub fn new(token: u64) -> Self {
         Self {
@@ -148,7 +146,7 @@ impl ExecReq {
 pub fn begin(
     t: &TransportInfo,
     q: &mut Queue,
-    req: &mut ExecReq,
+    req: &mut NvmeReq,
     in_capsule: &[u8],
     in_capsule_capacity: u32,
 ) -> Result<Direction, Status> {
@@ -172,13 +170,13 @@ pub fn begin(
     Ok(dir)
 }
 
-pub(super) fn complete(q: &Queue, req: &mut ExecReq, status: Status) -> Outcome {
+pub(super) fn complete(q: &Queue, req: &mut NvmeReq, status: Status) -> NvmeAction {
     req.cqe = q.cqe(&req.sqe, status);
     req.data_len = 0;
-    Outcome::Complete
+    NvmeAction::Complete
 }
 
-pub(super) fn release(core: &mut PgCore, req: &mut ExecReq) {
+pub(super) fn release(core: &mut PgCore, req: &mut NvmeReq) {
     if let Some((sub, kind)) = req.admitted.take() {
         core.release(sub, kind);
     }
@@ -186,12 +184,12 @@ pub(super) fn release(core: &mut PgCore, req: &mut ExecReq) {
 
 /// Gives back what a request holds in the poll group (its admission), for a request dropped
 /// without completing (teardown).
-pub fn abandon(core: &mut PgCore, req: &mut ExecReq) {
+pub fn abandon(core: &mut PgCore, req: &mut NvmeReq) {
     release(core, req);
 }
 
 /// Executes a command whose host data (if any) is in `req.io.bufs`.
-pub fn execute(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) -> Outcome {
+pub fn execute(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) -> NvmeAction {
     if q.is_closing() {
         return complete(q, req, Status::ABORTED_SQ_DELETION);
     }
@@ -205,7 +203,7 @@ pub fn execute(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) -> Outcom
 }
 
 /// The data buffer of an admin command or a Connect, as one slice.
-pub(super) fn data_slice(req: &mut ExecReq) -> Result<&mut [u8], Status> {
+pub(super) fn data_slice(req: &mut NvmeReq) -> Result<&mut [u8], Status> {
     let len = req.sgl.len() as usize;
     let Some(io) = req.io.as_mut() else {
         return Err(Status::INTERNAL_ERROR);
@@ -222,8 +220,8 @@ pub(super) fn data_slice(req: &mut ExecReq) -> Result<&mut [u8], Status> {
 }
 
 pub(super) fn admit(
-    cx: &mut ExecCtx<'_>,
-    req: &mut ExecReq,
+    cx: &mut NvmeCtx<'_>,
+    req: &mut NvmeReq,
     sub: u32,
     kind: AdmitKind,
 ) -> Admission {
@@ -267,7 +265,7 @@ mod tests {
     fn begin_decodes_the_sgl_and_direction() {
         let t = info();
         let mut q = Queue::detached(1);
-        let mut req = ExecReq::new(7);
+        let mut req = NvmeReq::new(7);
         // Keyed read.
         let mut s = Sqe::new(io_opc::READ, 3);
         s.set_sgl1(SglDescriptor::keyed(0x1000, 4096, 9, true));
@@ -316,7 +314,7 @@ mod tests {
         let t = info();
         let max = t.limits.max_io_size;
         let mut q = Queue::detached(1);
-        let mut req = ExecReq::new(1);
+        let mut req = NvmeReq::new(1);
         // A read of twice MDTS: one keyed descriptor, then the same as a keyed list.
         let mut s = Sqe::new(io_opc::READ, 1);
         s.set_nsid(1).set_cdw(12, 2 * max / 512 - 1);

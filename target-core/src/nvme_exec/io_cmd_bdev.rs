@@ -3,8 +3,8 @@
 //! volatile cache, Dataset Management ranges), and completions to NVMe status.
 
 use super::admin_cmd::namespace_view;
-use super::exec::{ExecCtx, ExecReq, Outcome, admit, complete, release};
 use super::queue::Queue;
+use super::request::{NvmeAction, NvmeCtx, NvmeReq, admit, complete, release};
 use crate::bdev::{BdevIo, BdevOp, IoStatus};
 use crate::nvme::{IoCmd, NamespaceView, Status, io};
 use crate::target::{Admission, AdmitKind};
@@ -21,7 +21,7 @@ pub(super) enum Followup {
 }
 
 /// Runs an I/O command on an I/O queue.
-pub(super) fn execute(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) -> Outcome {
+pub(super) fn execute(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) -> NvmeAction {
     let Some(sub) = q.subsystem else {
         return complete(q, req, Status::INTERNAL_ERROR);
     };
@@ -89,7 +89,7 @@ pub(super) fn execute(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) ->
         Admission::Go => {}
         Admission::Queued => {
             req.followup = Followup::Single;
-            return Outcome::Queued;
+            return NvmeAction::Queued;
         }
         Admission::InvalidNamespace => return io_error(q, req, Status::INVALID_NAMESPACE),
         Admission::Inactive => return complete(q, req, Status::ABORTED_SQ_DELETION),
@@ -100,7 +100,7 @@ pub(super) fn execute(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) ->
 
 /// The first non-empty Dataset Management range at or after `from`, as `(index, op)`.
 fn dsm_range(
-    req: &ExecReq,
+    req: &NvmeReq,
     ns: &NamespaceView,
     from: u16,
     total: u16,
@@ -140,8 +140,8 @@ fn dsm_range(
     Ok(None)
 }
 
-fn io_error(q: &Queue, req: &mut ExecReq, status: Status) -> Outcome {
-    if let Some(c) = q.controller() {
+fn io_error(q: &Queue, req: &mut NvmeReq, status: Status) -> NvmeAction {
+    if let Some(c) = q.association() {
         let lba = u64::from(req.sqe.cdw10()) | u64::from(req.sqe.cdw11()) << 32;
         let (qid, cid, nsid) = (q.qid, req.sqe.cid(), req.sqe.nsid());
         c.with(|c| c.record_error(qid, cid, status, nsid, lba));
@@ -149,7 +149,7 @@ fn io_error(q: &Queue, req: &mut ExecReq, status: Status) -> Outcome {
     complete(q, req, status)
 }
 
-fn submit(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq, op: BdevOp) -> Outcome {
+fn submit(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq, op: BdevOp) -> NvmeAction {
     let Some(mut io) = req.io.take() else {
         release(cx.core, req);
         return complete(q, req, Status::INTERNAL_ERROR);
@@ -159,21 +159,21 @@ fn submit(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq, op: BdevOp) ->
     io.status = IoStatus::Pending;
     let sub = q.subsystem.unwrap_or(u32::MAX);
     match cx.core.submit_io(sub, req.nsid, cx.transport.index, io) {
-        Ok(()) => Outcome::Submitted,
+        Ok(()) => NvmeAction::Submitted,
         Err(io) => {
             req.io = Some(io);
             if cx.core.namespace(sub, req.nsid).is_none() {
                 release(cx.core, req);
                 io_error(q, req, Status::INVALID_NAMESPACE)
             } else {
-                Outcome::Busy
+                NvmeAction::Busy
             }
         }
     }
 }
 
-/// Submits again a request that got [`Outcome::Busy`].
-pub fn resubmit(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) -> Outcome {
+/// Submits again a request that got [`NvmeAction::Busy`].
+pub fn resubmit(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) -> NvmeAction {
     let Some(op) = req.io.as_ref().map(|io| io.op) else {
         release(cx.core, req);
         return complete(q, req, Status::INTERNAL_ERROR);
@@ -206,7 +206,12 @@ pub fn bdev_status(op: &BdevOp, s: IoStatus) -> Status {
 }
 
 /// A bdev I/O of this request came back.
-pub fn io_done(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq, io: Box<BdevIo>) -> Outcome {
+pub fn io_done(
+    cx: &mut NvmeCtx<'_>,
+    q: &mut Queue,
+    req: &mut NvmeReq,
+    io: Box<BdevIo>,
+) -> NvmeAction {
     let status = bdev_status(&io.op, io.status);
     let op = io.op;
     req.io = Some(io);
@@ -247,7 +252,7 @@ pub fn io_done(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq, io: Box<B
         BdevOp::Read { .. } => req.sgl.len(),
         _ => 0,
     };
-    Outcome::Complete
+    NvmeAction::Complete
 }
 
 #[cfg(test)]
@@ -299,7 +304,7 @@ mod tests {
     #[test]
     fn dataset_management_ranges_are_walked_in_order() {
         let ns = NamespaceView::new(1, 512, 1000);
-        let mut req = ExecReq::new(1);
+        let mut req = NvmeReq::new(1);
         let mut b = IoBuf::alloc(4096).unwrap();
         let buf = b.as_mut_slice();
         for (i, (blocks, slba)) in [(8u32, 0u64), (0, 900), (2, 998)].iter().enumerate() {

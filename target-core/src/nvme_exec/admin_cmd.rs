@@ -5,10 +5,10 @@
 use std::sync::Arc;
 
 use super::FIRMWARE_REVISION;
-use super::ctrlr::NvmfCtrlr;
-use super::discovery;
-use super::exec::{AerDone, ExecCtx, ExecReq, Outcome, admit, complete, data_slice, release};
+use super::association::Association;
+use super::discovery_log;
 use super::queue::Queue;
+use super::request::{AerDone, NvmeAction, NvmeCtx, NvmeReq, admit, complete, data_slice, release};
 use crate::nvme::spec::admin_opc;
 use crate::nvme::{
     AdminOutcome, Completion, NamespaceView, Sqe, Status, SubsystemKind, SubsystemView,
@@ -34,11 +34,11 @@ pub fn namespace_view(n: &NsInfo) -> NamespaceView {
 
 /// Runs an admin command on the admin queue of `ctrl`.
 pub(super) fn execute(
-    cx: &mut ExecCtx<'_>,
+    cx: &mut NvmeCtx<'_>,
     q: &mut Queue,
-    req: &mut ExecReq,
-    ctrl: &Arc<NvmfCtrlr>,
-) -> Outcome {
+    req: &mut NvmeReq,
+    ctrl: &Arc<Association>,
+) -> NvmeAction {
     let Some(sub_id) = q.subsystem else {
         return complete(q, req, Status::INTERNAL_ERROR);
     };
@@ -47,7 +47,7 @@ pub(super) fn execute(
     }
     match admit(cx, req, sub_id, AdmitKind::Mgmt) {
         Admission::Go => {}
-        Admission::Queued => return Outcome::Queued,
+        Admission::Queued => return NvmeAction::Queued,
         Admission::InvalidNamespace | Admission::Inactive => {
             return complete(q, req, Status::ABORTED_SQ_DELETION);
         }
@@ -58,7 +58,7 @@ pub(super) fn execute(
         sub.with_config(|c| (c.serial.clone(), c.model.clone(), c.ns_limit()));
     let disc = sub.kind() == SubsystemType::Discovery;
     let log = if disc {
-        Some(discovery::build(cx.core.target(), ctrl.hostnqn(), q))
+        Some(discovery_log::build(cx.core.target(), ctrl.hostnqn(), q))
     } else {
         None
     };
@@ -100,9 +100,9 @@ pub(super) fn execute(
             } else {
                 0
             };
-            Outcome::Complete
+            NvmeAction::Complete
         }
-        AdminOutcome::Parked => Outcome::Parked,
+        AdminOutcome::Parked => NvmeAction::Parked,
         AdminOutcome::Abort { sqid, cid } => {
             let aborted = sqid == 0 && ctrl.with(|c| c.cancel_aer(cid));
             if aborted {
@@ -115,7 +115,7 @@ pub(super) fn execute(
             }
             req.cqe = Completion::abort_result(aborted).cqe(&sqe, q.sqhd());
             req.data_len = 0;
-            Outcome::Complete
+            NvmeAction::Complete
         }
     }
 }
@@ -130,11 +130,11 @@ fn is_keep_alive(sqe: &Sqe) -> bool {
 /// subsystem is paused, and a queued Keep Alive would let a pause longer than KATO end every
 /// healthy association of the subsystem.
 fn keep_alive(
-    cx: &mut ExecCtx<'_>,
+    cx: &mut NvmeCtx<'_>,
     q: &mut Queue,
-    req: &mut ExecReq,
-    ctrl: &Arc<NvmfCtrlr>,
-) -> Outcome {
+    req: &mut NvmeReq,
+    ctrl: &Arc<Association>,
+) -> NvmeAction {
     let view = SubsystemView::bare(match ctrl.subsystem().kind() {
         SubsystemType::Discovery => SubsystemKind::Discovery,
         SubsystemType::Nvme => SubsystemKind::Nvm,
@@ -147,7 +147,7 @@ fn keep_alive(
     };
     req.cqe = c.cqe(&sqe, q.sqhd());
     req.data_len = 0;
-    Outcome::Complete
+    NvmeAction::Complete
 }
 
 #[cfg(test)]

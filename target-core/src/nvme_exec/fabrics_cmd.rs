@@ -4,16 +4,16 @@
 
 use std::sync::Arc;
 
-use super::ctrlr::NvmfCtrlr;
-use super::exec::{ExecCtx, ExecReq, Outcome, admit, complete, data_slice, release};
+use super::association::Association;
 use super::queue::{Queue, QueueRole};
+use super::request::{NvmeAction, NvmeCtx, NvmeReq, admit, complete, data_slice, release};
 use crate::nvme::fabrics::check_admin_connect;
 use crate::nvme::spec::fctype;
 use crate::nvme::{ConnectReject, Controller, Status, SubsystemKind, parse_connect};
 use crate::target::{Admission, AdmitKind, SubsystemType};
 
 /// Runs a Connect (the only command an unconnected queue accepts).
-pub(super) fn connect(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) -> Outcome {
+pub(super) fn connect(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) -> NvmeAction {
     let sqe = req.sqe;
     if !sqe.is_fabrics() || sqe.fctype() != fctype::CONNECT {
         return complete(q, req, Status::INVALID_OPCODE);
@@ -49,7 +49,7 @@ pub(super) fn connect(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) ->
     }
     match admit(cx, req, sub.id(), AdmitKind::Mgmt) {
         Admission::Go => {}
-        Admission::Queued => return Outcome::Queued,
+        Admission::Queued => return NvmeAction::Queued,
         Admission::InvalidNamespace | Admission::Inactive => {
             return reject(q, req, ConnectReject::controller_busy());
         }
@@ -71,7 +71,7 @@ pub(super) fn connect(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) ->
         let me = q.me;
         let disconnect = cx.transport.disconnect;
         let tname = cx.transport.name;
-        let mut made: Option<Arc<NvmfCtrlr>> = None;
+        let mut made: Option<Arc<Association>> = None;
         let sub2 = Arc::clone(&sub);
         let cntlid = sub.add_controller(|cntlid| {
             let ctrl = Controller::new(cntlid, &c, kind, limits, now);
@@ -86,7 +86,7 @@ pub(super) fn connect(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) ->
                 num_io_qpairs: 0,
                 transport: tname,
             };
-            let n = Arc::new(NvmfCtrlr::new(ctrl, sub2, me, disconnect));
+            let n = Arc::new(Association::new(ctrl, sub2, me, disconnect));
             made = Some(Arc::clone(&n));
             (info, n)
         });
@@ -108,7 +108,7 @@ pub(super) fn connect(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) ->
             }
         }
     } else {
-        match sub.controller::<NvmfCtrlr>(c.data.cntlid) {
+        match sub.controller::<Association>(c.data.cntlid) {
             None => Err(ConnectReject::unknown_controller()),
             Some(ctrl) => match ctrl.attach_io_queue(&c, q.me) {
                 Ok(dw0) => {
@@ -134,15 +134,15 @@ pub(super) fn connect(cx: &mut ExecCtx<'_>, q: &mut Queue, req: &mut ExecReq) ->
             cx.core.qpair_associate(sub.id(), c.is_admin());
             req.cqe = cqe;
             req.data_len = 0;
-            Outcome::Complete
+            NvmeAction::Complete
         }
         Err(r) => reject(q, req, r),
     }
 }
 
-fn reject(q: &Queue, req: &mut ExecReq, r: ConnectReject) -> Outcome {
+fn reject(q: &Queue, req: &mut NvmeReq, r: ConnectReject) -> NvmeAction {
     tracing::debug!(status = %r.status, dw0 = r.dw0, "Connect refused");
     req.cqe = r.cqe(&req.sqe, q.qid, q.sqhd());
     req.data_len = 0;
-    Outcome::Complete
+    NvmeAction::Complete
 }
