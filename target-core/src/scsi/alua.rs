@@ -26,8 +26,8 @@
 use crate::ana::{AnaState, TpgEntry};
 
 use super::Verdict;
-use super::buf::DataIn;
 use super::cdb::{Cdb, op};
+use super::data_in::DataIn;
 use super::sense::Sense;
 use super::ua::{UaQueue, UnitAttention};
 

@@ -1,9 +1,9 @@
 //! READ CAPACITY(10) and (16) (SBC-3 5.15, 5.16).
 
 use super::Verdict;
-use super::buf::DataIn;
 use super::cdb::Cdb;
-use super::lu::LogicalUnit;
+use super::data_in::DataIn;
+use super::logical_unit::LogicalUnit;
 use super::sense::Sense;
 
 pub(crate) fn read_capacity_10(cdb: &Cdb<'_>, lu: &LogicalUnit, data_in: &mut [u8]) -> Verdict {

@@ -1,9 +1,9 @@
 //! INQUIRY: standard data and the VPD pages Linux reads at bring-up (SPC-4 6.6, 7.8; SBC-3 6.6).
 
 use super::Verdict;
-use super::buf::DataIn;
 use super::cdb::Cdb;
-use super::lu::{LogicalUnit, TargetPort};
+use super::data_in::DataIn;
+use super::logical_unit::{LogicalUnit, TargetPort};
 use super::sense::Sense;
 
 /// Length of the standard INQUIRY data produced here.

@@ -5,8 +5,8 @@
 //! an initiator that re-encodes a LUN its own way still reaches the same logical unit.
 
 use super::Verdict;
-use super::buf::DataIn;
 use super::cdb::Cdb;
+use super::data_in::DataIn;
 use super::sense::Sense;
 
 /// The largest LUN a single-level flat-space address can carry.

@@ -6,9 +6,11 @@
 //! performs I/O, takes a lock, or allocates on the READ/WRITE path.
 //!
 //! One file per concern: [`sense`] (status and sense data), [`lun`] (LUN encoding and REPORT
-//! LUNS), [`lu`] (the logical-unit description), `inquiry` (standard INQUIRY and VPD pages),
-//! `mode` (MODE SENSE), `capacity` (READ CAPACITY), [`rw`] (media access, UNMAP parameter
-//! lists), `rsoc` (REPORT SUPPORTED OPERATION CODES).
+//! LUNS), [`logical_unit`] (the logical-unit description), `inquiry` (standard INQUIRY and VPD
+//! pages), `mode` (MODE SENSE), `capacity` (READ CAPACITY), [`media`] (media access: READ,
+//! WRITE, VERIFY, SYNCHRONIZE CACHE, WRITE SAME, UNMAP and its parameter list),
+//! `supported_opcodes` (REPORT SUPPORTED OPERATION CODES), `data_in` (the parameter-data
+//! writer).
 //!
 //! Reservations and task semantics (sans-I/O, not yet called from [`execute`]): [`pr_in`] /
 //! [`pr_out`] (PERSISTENT RESERVE IN/OUT over the volume's shared
@@ -33,28 +35,28 @@
 //! covers everything but a long REPORT LUNS list (8 bytes per LUN + 8).
 
 pub mod alua;
-mod buf;
 mod capacity;
 pub mod caw;
 pub mod cdb;
+mod data_in;
 mod inquiry;
-pub mod lu;
+pub mod logical_unit;
 pub mod lun;
+pub mod media;
 mod mode;
 pub mod pr_access;
 pub mod pr_in;
 pub mod pr_out;
 pub mod reserve;
-mod rsoc;
-pub mod rw;
 pub mod sense;
+mod supported_opcodes;
 #[cfg(test)]
 mod tests;
 pub mod ua;
 
 pub use inquiry::{PERIPHERAL_NOT_PRESENT, STANDARD_INQUIRY_LEN, SUPPORTED_VPD};
-pub use lu::{LogicalUnit, LuError, NaaId, PROTOCOL_ID_SRP, TargetPort};
-pub use rw::{UnmapDescriptors, UnmapRange, parse_unmap};
+pub use logical_unit::{LogicalUnit, LuError, NaaId, PROTOCOL_ID_SRP, TargetPort};
+pub use media::{UnmapDescriptors, UnmapRange, parse_unmap};
 pub use sense::{FIXED_SENSE_LEN, FieldPointer, ScsiStatus, Sense, SenseKey};
 
 use cdb::{Cdb, op};
@@ -205,22 +207,24 @@ pub fn execute(
         op::TEST_UNIT_READY => Verdict::Good,
         op::START_STOP_UNIT => Verdict::Good,
         op::READ_6 | op::READ_10 | op::READ_12 | op::READ_16 => {
-            rw::read_write(c, lu, cmd.data_out_len)
+            media::read_write(c, lu, cmd.data_out_len)
         }
         op::WRITE_6 | op::WRITE_10 | op::WRITE_12 | op::WRITE_16 => {
-            rw::read_write(c, lu, cmd.data_out_len)
+            media::read_write(c, lu, cmd.data_out_len)
         }
-        op::VERIFY_10 | op::VERIFY_16 => rw::verify(c, lu),
-        op::SYNCHRONIZE_CACHE_10 | op::SYNCHRONIZE_CACHE_16 => rw::sync_cache(c, lu),
-        op::WRITE_SAME_10 | op::WRITE_SAME_16 => rw::write_same(c, lu, cmd.data_out_len),
-        op::UNMAP => rw::unmap(c, lu, cmd.data_out_len),
+        op::VERIFY_10 | op::VERIFY_16 => media::verify(c, lu),
+        op::SYNCHRONIZE_CACHE_10 | op::SYNCHRONIZE_CACHE_16 => media::sync_cache(c, lu),
+        op::WRITE_SAME_10 | op::WRITE_SAME_16 => media::write_same(c, lu, cmd.data_out_len),
+        op::UNMAP => media::unmap(c, lu, cmd.data_out_len),
         op::READ_CAPACITY_10 => capacity::read_capacity_10(c, lu, data_in),
         op::SERVICE_ACTION_IN_16 => match c.u8(1) & 0x1F {
             op::SA_READ_CAPACITY_16 => capacity::read_capacity_16(c, lu, data_in),
             _ => Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4))),
         },
         op::MAINTENANCE_IN => match c.u8(1) & 0x1F {
-            op::SA_REPORT_SUPPORTED_OPCODES => rsoc::report_supported_opcodes(c, lu, data_in),
+            op::SA_REPORT_SUPPORTED_OPCODES => {
+                supported_opcodes::report_supported_opcodes(c, lu, data_in)
+            }
             _ => Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4))),
         },
         op::MODE_SENSE_6 | op::MODE_SENSE_10 => mode::mode_sense(c, lu, data_in),
@@ -247,7 +251,7 @@ fn request_sense(cdb: &Cdb<'_>, lu: Option<&LogicalUnit>, data_in: &mut [u8]) ->
     } else {
         Sense::lun_not_supported()
     };
-    let mut w = buf::DataIn::new(data_in, u32::from(cdb.u8(4)));
+    let mut w = data_in::DataIn::new(data_in, u32::from(cdb.u8(4)));
     if desc {
         let (b, n) = sense.to_descriptor();
         w.put(b.get(..n).unwrap_or(&b));

@@ -3,9 +3,9 @@
 //! descriptors.
 
 use super::Verdict;
-use super::buf::DataIn;
 use super::cdb::Cdb;
-use super::lu::LogicalUnit;
+use super::data_in::DataIn;
+use super::logical_unit::LogicalUnit;
 use super::sense::Sense;
 
 /// Page codes this device server returns.

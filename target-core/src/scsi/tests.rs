@@ -1006,8 +1006,8 @@ fn report_all_opcodes() {
 #[test]
 fn every_reported_opcode_is_implemented() {
     let lu = thin_lu();
-    for (opcode, sa, usage) in rsoc::all_listed() {
-        assert!(rsoc::listed(&lu, opcode, sa));
+    for (opcode, sa, usage) in supported_opcodes::all_listed() {
+        assert!(supported_opcodes::listed(&lu, opcode, sa));
         assert_eq!(usage[0], opcode);
         assert_eq!(Some(usage.len()), cdb::cdb_len(opcode));
         let mut c = [0u8; 16];

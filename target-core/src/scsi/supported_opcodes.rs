@@ -2,9 +2,9 @@
 //! `scsi_report_opcode`) to decide whether WRITE SAME may be used.
 
 use super::Verdict;
-use super::buf::DataIn;
 use super::cdb::{Cdb, op};
-use super::lu::LogicalUnit;
+use super::data_in::DataIn;
+use super::logical_unit::LogicalUnit;
 use super::sense::Sense;
 
 /// A supported command: opcode, service action, and the CDB usage bitmap (whose length is the

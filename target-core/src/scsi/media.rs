@@ -3,7 +3,7 @@
 //! allocate.
 
 use super::cdb::{Cdb, op, read_be};
-use super::lu::LogicalUnit;
+use super::logical_unit::LogicalUnit;
 use super::sense::Sense;
 use super::{ScsiIo, Verdict};
 
