@@ -114,9 +114,9 @@ pub struct Args {
     /// Initiator threads (queue pairs are shared out among them).
     #[arg(long, default_value_t = 1)]
     pub initiator_threads: usize,
-    /// Run the NVMe initiator as a poller on reactor 0 instead of on its own thread: one
-    /// thread does everything, so `valgrind --tool=callgrind` instruction counts per I/O are
-    /// repeatable. The target's CPU figures then include the initiator.
+    /// Run the initiator (NVMe or SRP) as a poller on reactor 0 instead of on its own thread:
+    /// one thread does everything, so `valgrind --tool=callgrind` instruction counts per I/O
+    /// are repeatable. The target's CPU figures then include the initiator.
     #[arg(long)]
     pub inline_initiator: bool,
     /// Connect the queue pairs and send nothing: measures what idle connected reactors cost

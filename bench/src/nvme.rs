@@ -93,7 +93,8 @@ pub fn run(a: &Args) -> Result<(HostResult, WindowResult), String> {
     Ok((total, window))
 }
 
-type Outcome = (
+/// What a run hands back: each initiator's result, the measured window, and the queues.
+type RunEnd = (
     Vec<Result<HostResult, String>>,
     WindowResult,
     Vec<HostQueue>,
@@ -107,7 +108,7 @@ fn threaded(
     in_capsule: usize,
     phase: &AtomicU8,
     reactors: target_core::reactor::Reactors,
-) -> Outcome {
+) -> RunEnd {
     let threads = a.initiator_threads.clamp(1, queues.len());
     let per = queues.len().div_ceil(threads);
     let mut shares = Vec::new();
@@ -160,7 +161,7 @@ fn inline(
     in_capsule: usize,
     phase: &Arc<AtomicU8>,
     t: &TestTarget,
-) -> Result<Outcome, String> {
+) -> Result<RunEnd, String> {
     let mut d = Some(Driver::new(a, queues, dev_blocks, in_capsule, 0)?);
     let (tx, rx) = std::sync::mpsc::channel();
     let ph = Arc::clone(phase);

@@ -1,11 +1,13 @@
 //! SRP: the target with the SRP transport and the Rust SRP initiator.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 use rtgt_tests::srp_initiator::{Data, Layout, LoginParams, SrpInitiator};
 use rtgt_tests::{HOST_IP, TARGET_IP};
+use target_core::reactor::PollStatus;
 use transport_srp::proto::PortId;
 
 use crate::nvme::target;
@@ -14,6 +16,13 @@ use crate::{Args, HostResult, Pattern, WindowResult, cpu, phase};
 const NQN: &str = "nqn.2016-06.io.rtgt:bench";
 const PORT: u16 = 5555;
 const TAGS: usize = 4096;
+
+/// What a run hands back: each initiator's result, the measured window, and the channels.
+type RunEnd = (
+    Vec<Result<HostResult, String>>,
+    WindowResult,
+    Vec<SrpInitiator>,
+);
 
 /// Runs the benchmark.
 pub fn run(a: &Args) -> Result<(HostResult, WindowResult), String> {
@@ -41,31 +50,14 @@ pub fn run(a: &Args) -> Result<(HostResult, WindowResult), String> {
         }
         chans.push(c);
     }
-    let threads = a.initiator_threads.clamp(1, chans.len());
-    let per = chans.len().div_ceil(threads);
-    let phase = AtomicU8::new(phase::WARMUP);
+    let phase = Arc::new(AtomicU8::new(phase::WARMUP));
     let reactors = t.target.reactors().clone();
-    let (results, window) = std::thread::scope(|s| {
-        let mut handles = Vec::new();
-        for (ti, chunk) in chans.chunks_mut(per).enumerate() {
-            let phase = &phase;
-            handles.push(
-                std::thread::Builder::new()
-                    .name(format!("initiator_{ti}"))
-                    .spawn_scoped(s, move || drive(a, chunk, dev_blocks, phase, ti))
-                    .expect("spawn"),
-            );
-        }
-        let w = crate::drive_phases(a, &phase, "reactor_", Some(reactors));
-        let r: Vec<Result<HostResult, String>> = handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("initiator panicked".into()))
-            })
-            .collect();
-        (r, w)
-    });
+    let (results, window, back) = if a.inline_initiator {
+        inline(a, chans, dev_blocks, &phase, reactors)?
+    } else {
+        threaded(a, chans, dev_blocks, &phase, reactors)
+    };
+    let mut chans = back;
     let mut total = HostResult::default();
     for r in results {
         total.merge(&r?);
@@ -122,48 +114,168 @@ fn submit(c: &mut SrpInitiator, st: &mut CState, bs: usize, now: Instant) -> Res
     Ok(())
 }
 
-fn drive(
+/// Initiator threads, each driving its share of the channels.
+fn threaded(
     a: &Args,
-    chans: &mut [SrpInitiator],
+    mut chans: Vec<SrpInitiator>,
     dev_blocks: u64,
     phase: &AtomicU8,
-    ti: usize,
-) -> Result<HostResult, String> {
-    let mut states: Vec<CState> = (0..chans.len())
-        .map(|i| CState {
-            pat: Pattern::new(a, dev_blocks, (ti * 1000 + i + 1) as u64),
-            start: vec![Instant::now(); TAGS],
-            read: vec![false; TAGS],
-            free: (0..a.qd).collect(),
-            slot_of: vec![0; TAGS],
+    reactors: target_core::reactor::Reactors,
+) -> RunEnd {
+    let threads = a.initiator_threads.clamp(1, chans.len());
+    let per = chans.len().div_ceil(threads);
+    let mut shares = Vec::new();
+    while !chans.is_empty() {
+        let rest = chans.split_off(per.min(chans.len()));
+        shares.push(std::mem::replace(&mut chans, rest));
+    }
+    std::thread::scope(|s| {
+        let mut handles = Vec::new();
+        for (ti, share) in shares.into_iter().enumerate() {
+            handles.push(
+                std::thread::Builder::new()
+                    .name(format!("initiator_{ti}"))
+                    .spawn_scoped(s, move || {
+                        let mut d = match Driver::new(a, share, dev_blocks, ti) {
+                            Ok(d) => d,
+                            Err((e, back)) => return (Err(e), back),
+                        };
+                        loop {
+                            if let Some(r) = d.step(phase.load(Ordering::Acquire)) {
+                                return (r, d.chans);
+                            }
+                        }
+                    })
+                    .expect("spawn"),
+            );
+        }
+        let w = crate::drive_phases(a, phase, "reactor_", Some(reactors));
+        let mut results = Vec::new();
+        let mut back = Vec::new();
+        for h in handles {
+            match h.join() {
+                Ok((r, c)) => {
+                    results.push(r);
+                    back.extend(c);
+                }
+                Err(_) => results.push(Err("initiator panicked".into())),
+            }
+        }
+        (results, w, back)
+    })
+}
+
+/// The initiator as a poller on reactor 0, sharing its thread with the target: every loop
+/// iteration does work, so instruction counts per I/O (callgrind) are repeatable.
+fn inline(
+    a: &Args,
+    chans: Vec<SrpInitiator>,
+    dev_blocks: u64,
+    phase: &Arc<AtomicU8>,
+    reactors: target_core::reactor::Reactors,
+) -> Result<RunEnd, String> {
+    let mut d = Some(Driver::new(a, chans, dev_blocks, 0).map_err(|(e, _)| e)?);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ph = Arc::clone(phase);
+    reactors
+        .send_ctrl(0, move |ctx| {
+            let me = std::rc::Rc::new(std::cell::Cell::new(None));
+            let me2 = std::rc::Rc::clone(&me);
+            let id = ctx.poller("bench_initiator").register(move |ctx| {
+                let Some(drv) = d.as_mut() else {
+                    return PollStatus::Idle;
+                };
+                if let Some(r) = drv.step(ph.load(Ordering::Acquire)) {
+                    let drv = d.take().expect("present");
+                    let _ = tx.send((r, drv.chans));
+                    if let Some(id) = me2.get() {
+                        ctx.unregister_poller(id);
+                    }
+                }
+                PollStatus::Busy
+            });
+            me.set(Some(id));
         })
-        .collect();
-    let now = Instant::now();
-    for (c, st) in chans.iter_mut().zip(states.iter_mut()) {
-        for _ in 0..a.qd {
-            submit(c, st, a.bs, now)?;
+        .map_err(|e| e.to_string())?;
+    let w = crate::drive_phases(a, phase, "reactor_", Some(reactors));
+    let (r, c) = rx
+        .recv_timeout(Duration::from_secs(30))
+        .map_err(|_| "the inline initiator did not finish".to_string())?;
+    Ok((vec![r], w, c))
+}
+
+/// One initiator's channels and their workload; [`Driver::step`] runs one polling round.
+struct Driver {
+    chans: Vec<SrpInitiator>,
+    states: Vec<CState>,
+    bs: usize,
+    res: HostResult,
+    measuring: bool,
+    cpu0: u64,
+    stop_at: Option<Instant>,
+}
+
+impl Driver {
+    /// Fills every channel to `--qd`; on failure the channels come back with the error.
+    fn new(
+        a: &Args,
+        mut chans: Vec<SrpInitiator>,
+        dev_blocks: u64,
+        ti: usize,
+    ) -> Result<Self, (String, Vec<SrpInitiator>)> {
+        let mut states: Vec<CState> = (0..chans.len())
+            .map(|i| CState {
+                pat: Pattern::new(a, dev_blocks, (ti * 1000 + i + 1) as u64),
+                start: vec![Instant::now(); TAGS],
+                read: vec![false; TAGS],
+                free: (0..a.qd).collect(),
+                slot_of: vec![0; TAGS],
+            })
+            .collect();
+        let now = Instant::now();
+        for (c, st) in chans.iter_mut().zip(states.iter_mut()) {
+            for _ in 0..a.qd {
+                if let Err(e) = submit(c, st, a.bs, now) {
+                    return Err((e, chans));
+                }
+            }
+        }
+        Ok(Self {
+            chans,
+            states,
+            bs: a.bs,
+            res: HostResult::default(),
+            measuring: false,
+            cpu0: 0,
+            stop_at: None,
+        })
+    }
+
+    /// One round over every channel. `Some` when finished (stopped and drained, or failed).
+    fn step(&mut self, ph: u8) -> Option<Result<HostResult, String>> {
+        match self.round(ph) {
+            Ok(true) => Some(Ok(std::mem::take(&mut self.res))),
+            Ok(false) => None,
+            Err(e) => Some(Err(e)),
         }
     }
-    let mut res = HostResult::default();
-    let mut measuring = false;
-    let mut cpu0 = 0;
-    let mut stop_at: Option<Instant> = None;
-    loop {
-        let ph = phase.load(Ordering::Acquire);
+
+    fn round(&mut self, ph: u8) -> Result<bool, String> {
         let now = Instant::now();
-        if ph == phase::MEASURE && !measuring {
-            measuring = true;
-            cpu0 = cpu::this_thread_ns();
+        if ph == phase::MEASURE && !self.measuring && self.stop_at.is_none() {
+            self.measuring = true;
+            self.cpu0 = cpu::this_thread_ns();
         }
-        if ph == phase::STOP && stop_at.is_none() {
-            stop_at = Some(now);
-            if measuring {
-                res.cpu_ns = cpu::this_thread_ns() - cpu0;
+        if ph == phase::STOP && self.stop_at.is_none() {
+            self.stop_at = Some(now);
+            if self.measuring {
+                self.res.cpu_ns = cpu::this_thread_ns() - self.cpu0;
             }
-            measuring = false;
+            self.measuring = false;
         }
+        let res = &mut self.res;
         let mut outstanding = 0;
-        for (c, st) in chans.iter_mut().zip(states.iter_mut()) {
+        for (c, st) in self.chans.iter_mut().zip(self.states.iter_mut()) {
             c.poll_nowait().map_err(|e| format!("poll: {e}"))?;
             while let Some(r) = c.take_response() {
                 let i = r.tag as usize % TAGS;
@@ -171,14 +283,14 @@ fn drive(
                     res.errors += 1;
                 }
                 st.free.push(st.slot_of[i]);
-                if measuring {
+                if self.measuring {
                     res.ops += 1;
                     res.reads += u64::from(st.read[i]);
                     res.hist
                         .record(now.saturating_duration_since(st.start[i]).as_nanos() as u64);
                 }
-                if stop_at.is_none() {
-                    submit(c, st, a.bs, now)?;
+                if self.stop_at.is_none() {
+                    submit(c, st, self.bs, now)?;
                 }
             }
             if c.disconnected {
@@ -186,13 +298,12 @@ fn drive(
             }
             outstanding += c.outstanding();
         }
-        if let Some(t) = stop_at {
-            if outstanding == 0 {
-                return Ok(res);
+        match self.stop_at {
+            Some(_) if outstanding == 0 => Ok(true),
+            Some(t) if now.duration_since(t) > Duration::from_secs(10) => {
+                Err(format!("{outstanding} commands never completed"))
             }
-            if now.duration_since(t) > Duration::from_secs(10) {
-                return Err(format!("{outstanding} commands never completed"));
-            }
+            _ => Ok(false),
         }
     }
 }

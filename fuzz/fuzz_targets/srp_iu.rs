@@ -166,8 +166,8 @@ fuzz_target!(|data: &[u8]| {
             };
             let lu_ref = (cmd.lun[1] & 1 == 0).then_some(&lu);
             match scsi::execute(lu_ref, &ctx, &c, &mut data_in) {
-                scsi::Outcome::DataIn { len } => assert!(len as usize <= data_in.len()),
-                scsi::Outcome::Io(op) => {
+                scsi::Verdict::DataIn { len } => assert!(len as usize <= data_in.len()),
+                scsi::Verdict::Io(op) => {
                     let _ = (op.data_in_len(512), op.data_out_len(512));
                 }
                 _ => {}

@@ -4,9 +4,11 @@
 //! - [`reactor`]: one thread per core with a message queue, pollers and idle sleep.
 //! - [`target`]: subsystems, namespaces, hosts, listeners and their state machine.
 //! - [`nvme`]: NVMe controller logic (fabrics, admin, I/O commands, discovery), no I/O inside.
-//! - [`nvmf`]: the NVMe request execution layer NVMe transports share (controllers, queues,
-//!   Connect, admin and I/O execution on bdevs).
+//! - [`nvme_exec`]: the NVMe execution layer NVMe transports share (associations, queues,
+//!   Connect, admin and I/O commands on bdevs).
 //! - [`scsi`]: SCSI logical-unit logic, no I/O inside.
+//! - [`scsi_exec`]: the SCSI execution layer SCSI transports share (LU maps, admission, the
+//!   device server, bdev I/O, sense).
 //! - [`reservation`]: reservations of a volume shared by NVMe and SCSI (sans-I/O).
 //! - [`ana`]: asymmetric access (NVMe ANA, SCSI ALUA) of a subsystem's paths (sans-I/O).
 //! - [`bdev`]: block devices (malloc, null, file/aio).
@@ -18,9 +20,10 @@ pub mod bdev;
 pub mod compare_write;
 pub mod hex;
 pub mod nvme;
-pub mod nvmf;
+pub mod nvme_exec;
 pub mod reactor;
 pub mod registry;
 pub mod reservation;
 pub mod scsi;
+pub mod scsi_exec;
 pub mod target;

@@ -7,7 +7,7 @@
 //! - `pg` ([`RdmaPg`]): per reactor, a completion queue per device (watched through a completion
 //!   channel) with a shared receive queue (or per-queue-pair receive queues with `no_srq`),
 //!   queue pairs, and the request state machine: need buffer → RDMA READ from host → execute
-//!   (the exec layer, [`target_core::nvmf`]) → RDMA WRITE to host → SEND, with requests waiting
+//!   (the exec layer, [`target_core::nvme_exec`]) → RDMA WRITE to host → SEND, with requests waiting
 //!   for buffers or send-queue space replayed in SPDK's fixed order, work requests batched per
 //!   poll, and teardown that drains before freeing anything.
 //! - `res` / `wr`: preallocated receives (64-byte command buffer + separate aligned in-capsule

@@ -39,7 +39,7 @@ use target_core::nvme::Direction;
 use target_core::nvme::sgl::DataSgl;
 use target_core::nvme::spec::{CQE_SIZE, SQE_SIZE};
 use target_core::nvme::{Sqe, Status};
-use target_core::nvmf::{AerDone, ExecCtx, Outcome, Queue, QueueRef, exec};
+use target_core::nvme_exec::{self, AerDone, NvmeAction, NvmeCtx, Queue, QueueRef};
 use target_core::reactor::{PollStatus, PollerId, ReactorCtx};
 use target_core::registry::TransportPollGroup;
 use target_core::target::{ListenAddr, PgCore, with_transport_pg};
@@ -852,7 +852,7 @@ impl RdmaPg {
 
     /// Frees a request that holds no adapter or bdev resource.
     fn free_request(&mut self, core: &mut PgCore, rk: u32) {
-        exec::abandon(core, &mut self.reqs[rk as usize].ex);
+        nvme_exec::abandon(core, &mut self.reqs[rk as usize].ex);
         self.return_recv(rk);
         self.return_buffers(rk);
         let r = &mut self.reqs[rk as usize];
@@ -936,7 +936,7 @@ impl RdmaPg {
                 Some(b) => &b.as_slice()[..icd_len.min(b.capacity())],
                 None => &[],
             };
-            match exec::begin(&self.sh.info, &mut qp.q, &mut r.ex, in_capsule, icd_cap) {
+            match nvme_exec::begin(&self.sh.info, &mut qp.q, &mut r.ex, in_capsule, icd_cap) {
                 Err(s) => {
                     r.ex.cqe = qp.q.cqe(&sqe, s);
                     r.ex.data_len = 0;
@@ -1076,8 +1076,8 @@ impl RdmaPg {
         let r = &mut reqs[rk as usize];
         let qk = r.qp;
         let qp = &mut qpairs[qk as usize];
-        let mut cx = ExecCtx::new(core, &sh.info, self.now);
-        let out = exec::execute(&mut cx, &mut qp.q, &mut r.ex);
+        let mut cx = NvmeCtx::new(core, &sh.info, self.now);
+        let out = nvme_exec::execute(&mut cx, &mut qp.q, &mut r.ex);
         let aers = std::mem::take(&mut cx.aer_done);
         self.after_exec(rk, out);
         for a in aers {
@@ -1085,17 +1085,17 @@ impl RdmaPg {
         }
     }
 
-    fn after_exec(&mut self, rk: u32, out: Outcome) {
+    fn after_exec(&mut self, rk: u32, out: NvmeAction) {
         let r = &mut self.reqs[rk as usize];
         match out {
-            Outcome::Complete => self.respond(rk),
-            Outcome::Submitted => r.state = RState::Executing,
-            Outcome::Queued => r.state = RState::Queued,
-            Outcome::Parked => {
+            NvmeAction::Complete => self.respond(rk),
+            NvmeAction::Submitted => r.state = RState::Executing,
+            NvmeAction::Queued => r.state = RState::Queued,
+            NvmeAction::Parked => {
                 r.state = RState::Parked;
                 self.qpairs[r.qp as usize].parked.push(rk);
             }
-            Outcome::Busy => {
+            NvmeAction::Busy => {
                 r.state = RState::Busy;
                 self.bdev_retry.push_back(rk);
             }
@@ -1600,8 +1600,8 @@ impl RdmaPg {
         } = self;
         let r = &mut reqs[rk as usize];
         let qp = &mut qpairs[qk as usize];
-        let mut cx = ExecCtx::new(core, &sh.info, self.now);
-        let out = exec::io_done(&mut cx, &mut qp.q, &mut r.ex, io);
+        let mut cx = NvmeCtx::new(core, &sh.info, self.now);
+        let out = nvme_exec::io_done(&mut cx, &mut qp.q, &mut r.ex, io);
         self.after_exec(rk, out);
     }
 
@@ -1729,8 +1729,8 @@ impl RdmaPg {
             let Some(qp) = qpairs.get_mut(qk as usize) else {
                 continue;
             };
-            let mut cx = ExecCtx::new(core, &sh.info, self.now);
-            let out = exec::resubmit(&mut cx, &mut qp.q, &mut r.ex);
+            let mut cx = NvmeCtx::new(core, &sh.info, self.now);
+            let out = nvme_exec::resubmit(&mut cx, &mut qp.q, &mut r.ex);
             self.after_exec(rk, out);
         }
         n

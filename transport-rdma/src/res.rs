@@ -12,7 +12,7 @@ use iobuf::{DmaRegion, IoBuf};
 use slab::Slab;
 use target_core::nvme::Direction;
 use target_core::nvme::spec::{CQE_SIZE, SQE_SIZE};
-use target_core::nvmf::ExecReq;
+use target_core::nvme_exec::NvmeReq;
 
 use crate::transport::DevCtx;
 
@@ -107,7 +107,7 @@ pub(crate) enum Data {
 
 /// One request slot.
 pub(crate) struct Req {
-    pub ex: ExecReq,
+    pub ex: NvmeReq,
     pub state: RState,
     pub owner: Owner,
     pub qp: u32,
@@ -202,7 +202,7 @@ impl ResSet {
             *epoch = epoch.wrapping_add(1);
             let key = reqs.vacant_key() as u32;
             let k = reqs.insert(Req {
-                ex: ExecReq::new(Req::token(key, *epoch)),
+                ex: NvmeReq::new(Req::token(key, *epoch)),
                 state: RState::Free,
                 owner,
                 qp: NONE,

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use target_core::nvme::TransportLimits;
 use target_core::nvme::discovery::{adrfam, treq, trtype};
-use target_core::nvmf::TransportInfo;
+use target_core::nvme_exec::TransportInfo;
 use target_core::reactor::{ReactorCtx, Reactors};
 use target_core::registry::{
     CreateResult, DiscoveryInfo, PollGroupLoad, Transport, TransportContext, TransportError,
@@ -103,7 +103,7 @@ pub struct PoolCounts {
 }
 
 /// Disconnects one queue pair of the RDMA transport on its reactor (the exec layer's
-/// [`target_core::nvmf::DisconnectFn`]).
+/// [`target_core::nvme_exec::DisconnectFn`]).
 fn disconnect_queue(ctx: &mut ReactorCtx, transport: usize, key: u64) {
     with_transport_pg::<RdmaPg, _>(ctx, transport, |pg, core| pg.disconnect_key(core, key));
 }

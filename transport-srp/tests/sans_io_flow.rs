@@ -2,7 +2,7 @@
 //! logs in over RDMA CM three times (SCST's relogin check), sends INQUIRY, READ and a LUN
 //! reset, and every byte that would go on the wire is checked.
 
-use target_core::scsi::{self, LogicalUnit, NaaId, Outcome, PROTOCOL_ID_SRP, ScsiIo, TargetPort};
+use target_core::scsi::{self, LogicalUnit, NaaId, PROTOCOL_ID_SRP, ScsiIo, TargetPort, Verdict};
 use transport_srp::channel::{
     Action, Channel, ChannelState, CloseReason, Event, IuDisposition, IuKind,
 };
@@ -151,7 +151,7 @@ fn relogin_inquiry_read_and_lun_reset() {
         },
         &mut data,
     );
-    let Outcome::DataIn { len } = out else {
+    let Verdict::DataIn { len } = out else {
         panic!("{out:?}")
     };
     assert_eq!(len, 96);
@@ -179,7 +179,7 @@ fn relogin_inquiry_read_and_lun_reset() {
         },
         &mut data,
     );
-    let Outcome::CheckCondition(sense) = out else {
+    let Verdict::CheckCondition(sense) = out else {
         panic!()
     };
     let sense = sense.to_fixed();
@@ -204,7 +204,7 @@ fn relogin_inquiry_read_and_lun_reset() {
     );
     assert_eq!(
         out,
-        Outcome::Io(ScsiIo::Read {
+        Verdict::Io(ScsiIo::Read {
             lba: 0,
             blocks: 8,
             fua: false

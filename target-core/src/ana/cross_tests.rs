@@ -9,7 +9,7 @@ use crate::nvme::ana::{self as nvme_ana, ANA_CHANGE_DW0};
 use crate::nvme::ana_log;
 use crate::scsi::alua::{self, AluaState};
 use crate::scsi::ua::{UaCheck, UaQueue};
-use crate::scsi::{Outcome, SenseKey};
+use crate::scsi::{SenseKey, Verdict};
 
 /// NVMe listeners of "gateway A" and "gateway B", and their SRP target ports.
 const NA: ListenerId = ListenerId(10);
@@ -39,7 +39,7 @@ fn nvme_view(m: &AnaModel, id: ListenerId) -> (u8, Vec<u32>) {
 /// The ALUA state RTPG reports for target port group `tpg` of LU 1.
 fn rtpg_state(m: &AnaModel, tpg: u16) -> u8 {
     let mut b = [0u8; 256];
-    let Outcome::DataIn { len } = alua::report_target_port_groups(
+    let Verdict::DataIn { len } = alua::report_target_port_groups(
         &RTPG_EXT,
         &m.tpgs_for(1).unwrap(),
         m.config().anatt_secs,

@@ -12,7 +12,7 @@
 
 use std::time::Instant;
 
-use super::ctrlr::{Completion, Controller};
+use super::controller::{Completion, Controller};
 use super::spec::{Status, aen, fid};
 use super::sqe::Sqe;
 use super::view::{SubsystemKind, SubsystemView, TransportLimits};

@@ -2,7 +2,7 @@
 //! identification descriptors and the command-set specific/independent structures.
 
 use super::aer::AERL;
-use super::ctrlr::Controller;
+use super::controller::Controller;
 use super::log_page::ERROR_LOG_ENTRIES;
 use super::regs::NVME_VERSION;
 use super::spec::{IDENTIFY_DATA_SIZE, NQN_FIELD_LEN, NSID_ALL, Status, aen, cns, le};

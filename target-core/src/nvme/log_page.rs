@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 
 use super::aer::AsyncEvent;
-use super::ctrlr::Controller;
+use super::controller::Controller;
 use super::spec::{NSID_ALL, Status, admin_opc, io_opc, le, lid};
 use super::sqe::Sqe;
 use super::view::{SubsystemKind, SubsystemView};

@@ -2,7 +2,7 @@
 //!
 //! Nothing here does I/O, spawns threads, takes locks or keeps references into the target model:
 //! commands come in as bytes and plain views, and what to do comes back as values (data to send,
-//! a status, a bdev operation to run). The exec layer (`nvmf`) and the transports drive it.
+//! a status, a bdev operation to run). The exec layer (`nvme_exec`) and the transports drive it.
 //!
 //! # How the pieces are called
 //!
@@ -35,8 +35,8 @@ pub mod ana;
 pub mod ana_log;
 pub mod auth;
 pub mod cntlid;
+pub mod controller;
 pub mod cqe;
-pub mod ctrlr;
 pub mod discovery;
 pub mod fabrics;
 pub mod features;
@@ -57,8 +57,8 @@ mod tests;
 
 pub use aer::{AerCompletion, AsyncEvent};
 pub use cntlid::CntlidAllocator;
+pub use controller::{AdminOutcome, Completion, Controller};
 pub use cqe::Cqe;
-pub use ctrlr::{AdminOutcome, Completion, Controller};
 pub use discovery::{DiscoveryEntry, DiscoveryLog, Tsas};
 pub use fabrics::{Connect, ConnectReject, check_admin_connect, host_allowed, parse_connect};
 pub use io::{DsmRange, IoCmd};

@@ -19,7 +19,7 @@ const CC_EN1: u32 = 0x0046_0001;
 const CC_SHN: u32 = 0x0046_4001;
 
 /// A test target: one NVM subsystem, one discovery subsystem, and the exec-layer glue a real
-/// `nvmf` module would provide (subsystem lookup, allow list, CNTLID allocation).
+/// `nvme_exec` module would provide (subsystem lookup, allow list, CNTLID allocation).
 struct Tgt {
     limits: TransportLimits,
     namespaces: Vec<NamespaceView>,

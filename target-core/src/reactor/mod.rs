@@ -192,7 +192,8 @@ impl Slot {
     }
 }
 
-struct Shared {
+/// What the reactors of one set share: their slots, the stop flag, their threads.
+struct ReactorSet {
     slots: Vec<Slot>,
     stopping: AtomicBool,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -205,7 +206,7 @@ thread_local! {
 
 /// A cloneable handle to the set of running reactors.
 #[derive(Clone)]
-pub struct Reactors(Arc<Shared>);
+pub struct Reactors(Arc<ReactorSet>);
 
 impl std::fmt::Debug for Reactors {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -230,7 +231,7 @@ impl Reactors {
                 pollers: Mutex::new(Vec::new()),
             });
         }
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ReactorSet {
             slots,
             stopping: AtomicBool::new(false),
             threads: Mutex::new(Vec::new()),
@@ -589,7 +590,7 @@ impl PollerBuilder<'_> {
 struct Reactor {
     /// The shared state, held apart from `ctx` so that the loop borrows it without reference
     /// counting per iteration.
-    shared: Arc<Shared>,
+    shared: Arc<ReactorSet>,
     ctx: ReactorCtx,
     pollers: Vec<Poller>,
     epoll: sys::Epoll,

@@ -25,9 +25,9 @@
 
 use crate::ana::{AnaState, TpgEntry};
 
-use super::Outcome;
-use super::buf::DataIn;
+use super::Verdict;
 use super::cdb::{Cdb, op};
+use super::data_in::DataIn;
 use super::sense::Sense;
 use super::ua::{UaQueue, UnitAttention};
 
@@ -207,17 +207,17 @@ pub fn report_target_port_groups(
     tpgs: &[TpgEntry],
     implicit_transition_secs: u8,
     data_in: &mut [u8],
-) -> Outcome {
+) -> Verdict {
     let Some((c, _)) = Cdb::new(cdb) else {
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(0, None));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(0, None));
     };
     if c.opcode() != op::MAINTENANCE_IN || c.u8(1) & 0x1F != SA_REPORT_TARGET_PORT_GROUPS {
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4)));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4)));
     }
     let extended = match c.u8(1) >> 5 {
         0 => false,
         1 => true,
-        _ => return Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(7))),
+        _ => return Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(7))),
     };
     let mut w = DataIn::new(data_in, c.be32(6));
     let desc_len: usize = tpgs.len() * 12;
@@ -241,7 +241,7 @@ pub fn report_target_port_groups(
         w.zeros(2); // obsolete
         w.be16(t.relative_port);
     }
-    Outcome::DataIn { len: w.finish() }
+    Verdict::DataIn { len: w.finish() }
 }
 
 /// Establishes ASYMMETRIC ACCESS STATE CHANGED (2Ah/06h) on the given unit attention queues
@@ -311,7 +311,7 @@ mod tests {
     fn rtpg_length_only_format() {
         let mut b = [0xEEu8; 64];
         let out = report_target_port_groups(&rtpg_cdb(0, 64), &tpgs(), 10, &mut b);
-        assert_eq!(out, Outcome::DataIn { len: 28 });
+        assert_eq!(out, Verdict::DataIn { len: 28 });
         let mut want = vec![0, 0, 0, 24];
         want.extend(DESC_A);
         want.extend(DESC_B);
@@ -322,7 +322,7 @@ mod tests {
     fn rtpg_extended_format() {
         let mut b = [0xEEu8; 64];
         let out = report_target_port_groups(&rtpg_cdb(1, 64), &tpgs(), 10, &mut b);
-        assert_eq!(out, Outcome::DataIn { len: 32 });
+        assert_eq!(out, Verdict::DataIn { len: 32 });
         let mut want = vec![0, 0, 0, 28, 0x10, 10, 0, 0];
         want.extend(DESC_A);
         want.extend(DESC_B);
@@ -361,14 +361,14 @@ mod tests {
     fn rtpg_truncates_to_the_allocation_length_but_reports_the_full_length() {
         let mut b = [0xEEu8; 64];
         let out = report_target_port_groups(&rtpg_cdb(1, 10), &tpgs(), 10, &mut b);
-        assert_eq!(out, Outcome::DataIn { len: 10 });
+        assert_eq!(out, Verdict::DataIn { len: 10 });
         assert_eq!(&b[..10], &[0, 0, 0, 28, 0x10, 10, 0, 0, 0x00, 0x8F]);
         assert_eq!(b[10], 0xEE, "nothing written past the allocation length");
         let out = report_target_port_groups(&rtpg_cdb(0, 0), &tpgs(), 10, &mut b);
-        assert_eq!(out, Outcome::DataIn { len: 0 });
+        assert_eq!(out, Verdict::DataIn { len: 0 });
         // No target port groups at all.
         let out = report_target_port_groups(&rtpg_cdb(0, 64), &[], 10, &mut b);
-        assert_eq!(out, Outcome::DataIn { len: 4 });
+        assert_eq!(out, Verdict::DataIn { len: 4 });
         assert_eq!(&b[..4], &[0, 0, 0, 0]);
     }
 
@@ -378,19 +378,19 @@ mod tests {
         for fmt in 2..8 {
             assert_eq!(
                 report_target_port_groups(&rtpg_cdb(fmt, 64), &tpgs(), 10, &mut b),
-                Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(7)))
+                Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(7)))
             );
         }
         let cdb = rtpg_cdb(0, 64);
         assert_eq!(
             report_target_port_groups(&cdb[..11], &tpgs(), 10, &mut b),
-            Outcome::CheckCondition(Sense::invalid_field_in_cdb(0, None))
+            Verdict::CheckCondition(Sense::invalid_field_in_cdb(0, None))
         );
         let mut other_sa = cdb;
         other_sa[1] = 0x0C;
         assert_eq!(
             report_target_port_groups(&other_sa, &tpgs(), 10, &mut b),
-            Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4)))
+            Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4)))
         );
     }
 

@@ -5,7 +5,7 @@
 //! if they are equal, all while holding the lock.
 
 use super::cdb::Cdb;
-use super::lu::LogicalUnit;
+use super::logical_unit::LogicalUnit;
 use super::sense::{Sense, SenseKey};
 
 /// COMPARE AND WRITE operation code.

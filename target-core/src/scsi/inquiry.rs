@@ -1,9 +1,9 @@
 //! INQUIRY: standard data and the VPD pages Linux reads at bring-up (SPC-4 6.6, 7.8; SBC-3 6.6).
 
-use super::Outcome;
-use super::buf::DataIn;
+use super::Verdict;
 use super::cdb::Cdb;
-use super::lu::{LogicalUnit, TargetPort};
+use super::data_in::DataIn;
+use super::logical_unit::{LogicalUnit, TargetPort};
 use super::sense::Sense;
 
 /// Length of the standard INQUIRY data produced here.
@@ -23,21 +23,21 @@ pub(crate) fn inquiry(
     lu: Option<&LogicalUnit>,
     port: &TargetPort,
     data_in: &mut [u8],
-) -> Outcome {
+) -> Verdict {
     let evpd = cdb.bit(1, 0);
     if cdb.bit(1, 1) {
         // CMDDT is obsolete since SPC-3.
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(1)));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(1)));
     }
     let page = cdb.u8(2);
     let alloc = u32::from(cdb.be16(3));
     if !evpd {
         if page != 0 {
-            return Outcome::CheckCondition(Sense::invalid_field_in_cdb(2, None));
+            return Verdict::CheckCondition(Sense::invalid_field_in_cdb(2, None));
         }
         let mut w = DataIn::new(data_in, alloc);
         standard(&mut w, lu);
-        return Outcome::DataIn { len: w.finish() };
+        return Verdict::DataIn { len: w.finish() };
     }
     let mut w = DataIn::new(data_in, alloc);
     let ok = match lu {
@@ -82,9 +82,9 @@ pub(crate) fn inquiry(
         None => false,
     };
     if !ok {
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(2, None));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(2, None));
     }
-    Outcome::DataIn { len: w.finish() }
+    Verdict::DataIn { len: w.finish() }
 }
 
 fn standard(w: &mut DataIn<'_>, lu: Option<&LogicalUnit>) {

@@ -4,9 +4,9 @@
 //! 256..16383 with the flat space method (`4H LL`). Both methods decode to the same number, so
 //! an initiator that re-encodes a LUN its own way still reaches the same logical unit.
 
-use super::Outcome;
-use super::buf::DataIn;
+use super::Verdict;
 use super::cdb::Cdb;
+use super::data_in::DataIn;
 use super::sense::Sense;
 
 /// The largest LUN a single-level flat-space address can carry.
@@ -59,11 +59,11 @@ pub fn decode(b: [u8; 8]) -> Result<u16, LunError> {
 }
 
 /// REPORT LUNS (SPC-4 6.33). `luns` must be sorted and without duplicates.
-pub(crate) fn report_luns(cdb: &Cdb<'_>, luns: &[u16], data_in: &mut [u8]) -> Outcome {
+pub(crate) fn report_luns(cdb: &Cdb<'_>, luns: &[u16], data_in: &mut [u8]) -> Verdict {
     let select = cdb.u8(2);
     let alloc = cdb.be32(6);
     if alloc < 16 {
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(6, None));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(6, None));
     }
     let list: &[u16] = match select {
         // All logical units; 0x02 adds well-known LUs (there are none); 0x10/0x12 are the
@@ -71,7 +71,7 @@ pub(crate) fn report_luns(cdb: &Cdb<'_>, luns: &[u16], data_in: &mut [u8]) -> Ou
         0x00 | 0x02 | 0x10 | 0x12 => luns,
         // Well-known logical units only, or subsidiary LUs of an administrative LU: none.
         0x01 | 0x11 => &[],
-        _ => return Outcome::CheckCondition(Sense::invalid_field_in_cdb(2, None)),
+        _ => return Verdict::CheckCondition(Sense::invalid_field_in_cdb(2, None)),
     };
     let mut w = DataIn::new(data_in, alloc);
     let list_len = u32::try_from(list.len().saturating_mul(8)).unwrap_or(u32::MAX);
@@ -80,7 +80,7 @@ pub(crate) fn report_luns(cdb: &Cdb<'_>, luns: &[u16], data_in: &mut [u8]) -> Ou
     for &l in list {
         w.put(&encode(l));
     }
-    Outcome::DataIn { len: w.finish() }
+    Verdict::DataIn { len: w.finish() }
 }
 
 #[cfg(test)]

@@ -1,14 +1,16 @@
 //! SCSI logical-unit logic (sans-I/O): what Linux sends to bring a disk up and use it.
 //!
-//! [`execute`] takes a CDB and returns an [`Outcome`]: parameter data written into a
-//! caller-supplied buffer ([`Outcome::DataIn`]), a block-device operation for the exec layer
-//! ([`Outcome::Io`]), plain success, or CHECK CONDITION with [`Sense`] data. Nothing here
+//! [`execute`] takes a CDB and returns a [`Verdict`]: parameter data written into a
+//! caller-supplied buffer ([`Verdict::DataIn`]), a block-device operation for the exec layer
+//! ([`Verdict::Io`]), plain success, or CHECK CONDITION with [`Sense`] data. Nothing here
 //! performs I/O, takes a lock, or allocates on the READ/WRITE path.
 //!
 //! One file per concern: [`sense`] (status and sense data), [`lun`] (LUN encoding and REPORT
-//! LUNS), [`lu`] (the logical-unit description), `inquiry` (standard INQUIRY and VPD pages),
-//! `mode` (MODE SENSE), `capacity` (READ CAPACITY), [`rw`] (media access, UNMAP parameter
-//! lists), `rsoc` (REPORT SUPPORTED OPERATION CODES).
+//! LUNS), [`logical_unit`] (the logical-unit description), `inquiry` (standard INQUIRY and VPD
+//! pages), `mode` (MODE SENSE), `capacity` (READ CAPACITY), [`media`] (media access: READ,
+//! WRITE, VERIFY, SYNCHRONIZE CACHE, WRITE SAME, UNMAP and its parameter list),
+//! `supported_opcodes` (REPORT SUPPORTED OPERATION CODES), `data_in` (the parameter-data
+//! writer).
 //!
 //! Reservations and task semantics (sans-I/O, not yet called from [`execute`]): [`pr_in`] /
 //! [`pr_out`] (PERSISTENT RESERVE IN/OUT over the volume's shared
@@ -25,7 +27,7 @@
 //!
 //! For commands that return parameter data the device server builds the full data, then
 //! stores `min(allocation length, full length, data_in.len())` bytes and reports that count
-//! in [`Outcome::DataIn`]. Length fields inside the data always describe the full data (for
+//! in [`Verdict::DataIn`]. Length fields inside the data always describe the full data (for
 //! REPORT LUNS the whole LUN list), as SPC requires, so an initiator can retry with a larger
 //! allocation. The transport compares `len` with the initiator's data-in buffer and reports
 //! the difference as a residual (underflow if shorter, overflow if the buffer was smaller).
@@ -33,28 +35,28 @@
 //! covers everything but a long REPORT LUNS list (8 bytes per LUN + 8).
 
 pub mod alua;
-mod buf;
 mod capacity;
 pub mod caw;
 pub mod cdb;
+mod data_in;
 mod inquiry;
-pub mod lu;
+pub mod logical_unit;
 pub mod lun;
+pub mod media;
 mod mode;
 pub mod pr_access;
 pub mod pr_in;
 pub mod pr_out;
 pub mod reserve;
-mod rsoc;
-pub mod rw;
 pub mod sense;
+mod supported_opcodes;
 #[cfg(test)]
 mod tests;
 pub mod ua;
 
 pub use inquiry::{PERIPHERAL_NOT_PRESENT, STANDARD_INQUIRY_LEN, SUPPORTED_VPD};
-pub use lu::{LogicalUnit, LuError, NaaId, PROTOCOL_ID_SRP, TargetPort};
-pub use rw::{UnmapDescriptors, UnmapRange, parse_unmap};
+pub use logical_unit::{LogicalUnit, LuError, NaaId, PROTOCOL_ID_SRP, TargetPort};
+pub use media::{UnmapDescriptors, UnmapRange, parse_unmap};
 pub use sense::{FIXED_SENSE_LEN, FieldPointer, ScsiStatus, Sense, SenseKey};
 
 use cdb::{Cdb, op};
@@ -135,7 +137,7 @@ impl ScsiIo {
 
 /// What the device server decided about one command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Verdict {
     /// GOOD status, no data.
     Good,
     /// GOOD status with `len` bytes of parameter data stored at the start of `data_in`.
@@ -179,16 +181,16 @@ pub fn execute(
     ctx: &TargetContext<'_>,
     cmd: &Command<'_>,
     data_in: &mut [u8],
-) -> Outcome {
+) -> Verdict {
     let Some(&opcode) = cmd.cdb.first() else {
-        return Outcome::CheckCondition(Sense::invalid_opcode());
+        return Verdict::CheckCondition(Sense::invalid_opcode());
     };
     let Some((cdb, _)) = Cdb::new(cmd.cdb) else {
         // Unknown group (variable-length, vendor specific) or a truncated CDB.
         return match cdb::cdb_len(opcode) {
-            Some(_) => Outcome::CheckCondition(Sense::invalid_field_in_cdb(0, None)),
-            None if lu.is_none() => Outcome::CheckCondition(Sense::lun_not_supported()),
-            None => Outcome::CheckCondition(Sense::invalid_opcode()),
+            Some(_) => Verdict::CheckCondition(Sense::invalid_field_in_cdb(0, None)),
+            None if lu.is_none() => Verdict::CheckCondition(Sense::lun_not_supported()),
+            None => Verdict::CheckCondition(Sense::invalid_opcode()),
         };
     };
     // Commands that work without a logical unit.
@@ -199,40 +201,42 @@ pub fn execute(
         _ => {}
     }
     let Some(lu) = lu else {
-        return Outcome::CheckCondition(Sense::lun_not_supported());
+        return Verdict::CheckCondition(Sense::lun_not_supported());
     };
     checked(&cdb, |c| match opcode {
-        op::TEST_UNIT_READY => Outcome::Good,
-        op::START_STOP_UNIT => Outcome::Good,
+        op::TEST_UNIT_READY => Verdict::Good,
+        op::START_STOP_UNIT => Verdict::Good,
         op::READ_6 | op::READ_10 | op::READ_12 | op::READ_16 => {
-            rw::read_write(c, lu, cmd.data_out_len)
+            media::read_write(c, lu, cmd.data_out_len)
         }
         op::WRITE_6 | op::WRITE_10 | op::WRITE_12 | op::WRITE_16 => {
-            rw::read_write(c, lu, cmd.data_out_len)
+            media::read_write(c, lu, cmd.data_out_len)
         }
-        op::VERIFY_10 | op::VERIFY_16 => rw::verify(c, lu),
-        op::SYNCHRONIZE_CACHE_10 | op::SYNCHRONIZE_CACHE_16 => rw::sync_cache(c, lu),
-        op::WRITE_SAME_10 | op::WRITE_SAME_16 => rw::write_same(c, lu, cmd.data_out_len),
-        op::UNMAP => rw::unmap(c, lu, cmd.data_out_len),
+        op::VERIFY_10 | op::VERIFY_16 => media::verify(c, lu),
+        op::SYNCHRONIZE_CACHE_10 | op::SYNCHRONIZE_CACHE_16 => media::sync_cache(c, lu),
+        op::WRITE_SAME_10 | op::WRITE_SAME_16 => media::write_same(c, lu, cmd.data_out_len),
+        op::UNMAP => media::unmap(c, lu, cmd.data_out_len),
         op::READ_CAPACITY_10 => capacity::read_capacity_10(c, lu, data_in),
         op::SERVICE_ACTION_IN_16 => match c.u8(1) & 0x1F {
             op::SA_READ_CAPACITY_16 => capacity::read_capacity_16(c, lu, data_in),
-            _ => Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4))),
+            _ => Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4))),
         },
         op::MAINTENANCE_IN => match c.u8(1) & 0x1F {
-            op::SA_REPORT_SUPPORTED_OPCODES => rsoc::report_supported_opcodes(c, lu, data_in),
-            _ => Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4))),
+            op::SA_REPORT_SUPPORTED_OPCODES => {
+                supported_opcodes::report_supported_opcodes(c, lu, data_in)
+            }
+            _ => Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4))),
         },
         op::MODE_SENSE_6 | op::MODE_SENSE_10 => mode::mode_sense(c, lu, data_in),
-        _ => Outcome::CheckCondition(Sense::invalid_opcode()),
+        _ => Verdict::CheckCondition(Sense::invalid_opcode()),
     })
 }
 
 /// Rejects CONTROL bytes asking for NACA (ACA is not supported), then runs `f`.
-fn checked(cdb: &Cdb<'_>, f: impl FnOnce(&Cdb<'_>) -> Outcome) -> Outcome {
+fn checked(cdb: &Cdb<'_>, f: impl FnOnce(&Cdb<'_>) -> Verdict) -> Verdict {
     if cdb.control() & 0x04 != 0 {
         let byte = u16::try_from(cdb.len() - 1).unwrap_or(0);
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(byte, Some(2)));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(byte, Some(2)));
     }
     f(cdb)
 }
@@ -240,19 +244,19 @@ fn checked(cdb: &Cdb<'_>, f: impl FnOnce(&Cdb<'_>) -> Outcome) -> Outcome {
 /// REQUEST SENSE (SPC-4 6.39). Sense is delivered with each SRP_RSP (autosense), so nothing is
 /// ever pending: NO SENSE, or LOGICAL UNIT NOT SUPPORTED for a LUN without an LU (with GOOD
 /// status, as SPC-4 requires for REQUEST SENSE).
-fn request_sense(cdb: &Cdb<'_>, lu: Option<&LogicalUnit>, data_in: &mut [u8]) -> Outcome {
+fn request_sense(cdb: &Cdb<'_>, lu: Option<&LogicalUnit>, data_in: &mut [u8]) -> Verdict {
     let desc = cdb.bit(1, 0);
     let sense = if lu.is_some() {
         Sense::no_sense()
     } else {
         Sense::lun_not_supported()
     };
-    let mut w = buf::DataIn::new(data_in, u32::from(cdb.u8(4)));
+    let mut w = data_in::DataIn::new(data_in, u32::from(cdb.u8(4)));
     if desc {
         let (b, n) = sense.to_descriptor();
         w.put(b.get(..n).unwrap_or(&b));
     } else {
         w.put(&sense.to_fixed());
     }
-    Outcome::DataIn { len: w.finish() }
+    Verdict::DataIn { len: w.finish() }
 }

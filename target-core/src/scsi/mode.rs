@@ -2,10 +2,10 @@
 //! (0x08) and control (0x0A) pages, alone or all together (0x3F), with short or long block
 //! descriptors.
 
-use super::Outcome;
-use super::buf::DataIn;
+use super::Verdict;
 use super::cdb::Cdb;
-use super::lu::LogicalUnit;
+use super::data_in::DataIn;
+use super::logical_unit::LogicalUnit;
 use super::sense::Sense;
 
 /// Page codes this device server returns.
@@ -24,7 +24,7 @@ enum Pc {
     Default,
 }
 
-pub(crate) fn mode_sense(cdb: &Cdb<'_>, lu: &LogicalUnit, data_in: &mut [u8]) -> Outcome {
+pub(crate) fn mode_sense(cdb: &Cdb<'_>, lu: &LogicalUnit, data_in: &mut [u8]) -> Verdict {
     let ten = cdb.len() == 10;
     let dbd = cdb.bit(1, 3);
     let llbaa = ten && cdb.bit(1, 4);
@@ -32,7 +32,7 @@ pub(crate) fn mode_sense(cdb: &Cdb<'_>, lu: &LogicalUnit, data_in: &mut [u8]) ->
         0 => Pc::Current,
         1 => Pc::Changeable,
         2 => Pc::Default,
-        _ => return Outcome::CheckCondition(Sense::saving_params_not_supported()),
+        _ => return Verdict::CheckCondition(Sense::saving_params_not_supported()),
     };
     let page = cdb.u8(2) & 0x3F;
     let subpage = cdb.u8(3);
@@ -44,13 +44,13 @@ pub(crate) fn mode_sense(cdb: &Cdb<'_>, lu: &LogicalUnit, data_in: &mut [u8]) ->
 
     // Subpage 0 is the page itself; 0xFF asks for all subpages, and these pages have none.
     if subpage != 0 && subpage != 0xFF {
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(3, None));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(3, None));
     }
     if !matches!(
         page,
         PAGE_RW_ERROR_RECOVERY | PAGE_CACHING | PAGE_CONTROL | PAGE_ALL
     ) {
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(2, Some(5)));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(2, Some(5)));
     }
 
     let mut w = DataIn::new(data_in, alloc);
@@ -104,7 +104,7 @@ pub(crate) fn mode_sense(cdb: &Cdb<'_>, lu: &LogicalUnit, data_in: &mut [u8]) ->
     } else {
         w.patch(0, &[u8::try_from(total - 1).unwrap_or(u8::MAX)]);
     }
-    Outcome::DataIn { len: w.finish() }
+    Verdict::DataIn { len: w.finish() }
 }
 
 fn rw_error_recovery(w: &mut DataIn<'_>) {

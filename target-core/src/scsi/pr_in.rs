@@ -10,8 +10,8 @@
 
 use crate::reservation::{Initiator, PROTOCOL_ID_NONE, Reservation, TRANSPORT_ID_LEN};
 
-use super::buf::DataIn;
 use super::cdb::Cdb;
+use super::data_in::DataIn;
 use super::sense::Sense;
 
 /// PERSISTENT RESERVE IN operation code.

@@ -35,7 +35,7 @@ fn run_with(
     luns: &[u16],
     cdb: &[u8],
     data_out: u32,
-) -> (Outcome, Vec<u8>) {
+) -> (Verdict, Vec<u8>) {
     let port = port();
     let ctx = TargetContext { port: &port, luns };
     let mut padded = [0u8; 16];
@@ -51,24 +51,24 @@ fn run_with(
         &mut buf,
     );
     let data = match out {
-        Outcome::DataIn { len } => buf[..len as usize].to_vec(),
+        Verdict::DataIn { len } => buf[..len as usize].to_vec(),
         _ => Vec::new(),
     };
     (out, data)
 }
 
-fn run(lu: &LogicalUnit, cdb: &[u8]) -> (Outcome, Vec<u8>) {
+fn run(lu: &LogicalUnit, cdb: &[u8]) -> (Verdict, Vec<u8>) {
     run_with(Some(lu), &[0], cdb, 0)
 }
 
-fn check(out: Outcome) -> Sense {
+fn check(out: Verdict) -> Sense {
     match out {
-        Outcome::CheckCondition(s) => s,
+        Verdict::CheckCondition(s) => s,
         other => panic!("expected CHECK CONDITION, got {other:?}"),
     }
 }
 
-fn key_asc(out: Outcome) -> (SenseKey, u8, u8) {
+fn key_asc(out: Verdict) -> (SenseKey, u8, u8) {
     let s = check(out);
     (s.key, s.asc, s.ascq)
 }
@@ -79,7 +79,7 @@ fn key_asc(out: Outcome) -> (SenseKey, u8, u8) {
 fn inquiry_standard_36() {
     let lu = lu();
     let (out, d) = run(&lu, &[op::INQUIRY, 0, 0, 0, 36, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 36 });
+    assert_eq!(out, Verdict::DataIn { len: 36 });
     assert_eq!(&d[..8], &[0x00, 0x00, 0x06, 0x12, 91, 0x00, 0x00, 0x02]);
     assert_eq!(&d[8..16], b"RTGT    ");
     assert_eq!(&d[16..32], b"bdev Malloc0    ");
@@ -91,7 +91,7 @@ fn inquiry_standard_full_and_truncated() {
     let lu = lu();
     // Linux re-issues with additional length + 5 when byte 4 says there is more.
     let (out, d) = run(&lu, &[op::INQUIRY, 0, 0, 0, 255, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 96 });
+    assert_eq!(out, Verdict::DataIn { len: 96 });
     assert_eq!(d[4] as usize + 5, d.len());
     assert_eq!(
         &d[58..66],
@@ -100,24 +100,24 @@ fn inquiry_standard_full_and_truncated() {
     assert!(d[66..].iter().all(|&b| b == 0));
     // An allocation length below the data: only that much, length field unchanged.
     let (out, d) = run(&lu, &[op::INQUIRY, 0, 0, 0, 5, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 5 });
+    assert_eq!(out, Verdict::DataIn { len: 5 });
     assert_eq!(d[4], 91);
     // 16-bit allocation length (bytes 3-4).
     let (out, _) = run(&lu, &[op::INQUIRY, 0, 0, 0x01, 0x00, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 96 });
+    assert_eq!(out, Verdict::DataIn { len: 96 });
     // Zero allocation length: no data, GOOD.
     let (out, _) = run(&lu, &[op::INQUIRY, 0, 0, 0, 0, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 0 });
+    assert_eq!(out, Verdict::DataIn { len: 0 });
 }
 
 #[test]
 fn inquiry_without_lu_is_qualifier_3() {
     let (out, d) = run_with(None, &[1], &[op::INQUIRY, 0, 0, 0, 36, 0], 0);
-    assert_eq!(out, Outcome::DataIn { len: 36 });
+    assert_eq!(out, Verdict::DataIn { len: 36 });
     assert_eq!(d[0], 0x7F);
     assert_eq!(d[2], 0x06);
     let (out, d) = run_with(None, &[1], &[op::INQUIRY, 1, 0, 0, 255, 0], 0);
-    assert_eq!(out, Outcome::DataIn { len: 5 });
+    assert_eq!(out, Verdict::DataIn { len: 5 });
     assert_eq!(d, [0x7F, 0x00, 0x00, 0x01, 0x00]);
     let (out, _) = run_with(None, &[1], &[op::INQUIRY, 1, 0x83, 0, 255, 0], 0);
     assert_eq!(check(out), Sense::invalid_field_in_cdb(2, None));
@@ -137,7 +137,7 @@ fn inquiry_invalid_fields() {
 #[test]
 fn vpd_supported_pages() {
     let (out, d) = run(&lu(), &[op::INQUIRY, 1, 0x00, 0, 255, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 10 });
+    assert_eq!(out, Verdict::DataIn { len: 10 });
     assert_eq!(d, [0, 0, 0, 6, 0x00, 0x80, 0x83, 0xB0, 0xB1, 0xB2]);
 }
 
@@ -184,7 +184,7 @@ fn vpd_device_identification() {
     assert_eq!(ds[3].2, [0, 0, 0, 1]);
     // Truncated to 8 bytes: the page length still covers everything.
     let (out, d8) = run(&lu, &[op::INQUIRY, 1, 0x83, 0, 8, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 8 });
+    assert_eq!(out, Verdict::DataIn { len: 8 });
     assert_eq!(&d8[..], &d[..8]);
 }
 
@@ -205,7 +205,7 @@ fn vpd_lu_designators_do_not_depend_on_the_port() {
         };
         let mut buf = [0u8; 255];
         let cdb = [op::INQUIRY, 1, 0x83, 0, 255, 0];
-        let Outcome::DataIn { len } = execute(
+        let Verdict::DataIn { len } = execute(
             Some(&lu),
             &ctx,
             &Command {
@@ -228,7 +228,7 @@ fn vpd_lu_designators_do_not_depend_on_the_port() {
 fn vpd_block_limits() {
     let lu = thin_lu();
     let (out, d) = run(&lu, &[op::INQUIRY, 1, 0xB0, 0, 255, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 64 });
+    assert_eq!(out, Verdict::DataIn { len: 64 });
     assert_eq!(&d[..4], &[0, 0xB0, 0, 0x3C]);
     assert_eq!(d[4], 0x01); // WSNZ
     assert_eq!(u16::from_be_bytes([d[6], d[7]]), 1);
@@ -274,7 +274,7 @@ fn report_luns_full_and_truncated() {
         &[op::REPORT_LUNS, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0],
         0,
     );
-    assert_eq!(out, Outcome::DataIn { len: 32 });
+    assert_eq!(out, Verdict::DataIn { len: 32 });
     assert_eq!(&d[..8], &[0, 0, 0, 24, 0, 0, 0, 0]);
     assert_eq!(&d[8..16], &[0, 0, 0, 0, 0, 0, 0, 0]);
     assert_eq!(&d[16..24], &[0, 1, 0, 0, 0, 0, 0, 0]);
@@ -286,7 +286,7 @@ fn report_luns_full_and_truncated() {
         &[op::REPORT_LUNS, 0, 0, 0, 0, 0, 0, 0, 0, 16, 0, 0],
         0,
     );
-    assert_eq!(out, Outcome::DataIn { len: 16 });
+    assert_eq!(out, Verdict::DataIn { len: 16 });
     assert_eq!(&d[..4], &[0, 0, 0, 24]);
     // Allocation below 16 is an invalid field.
     let (out, _) = run_with(
@@ -303,7 +303,7 @@ fn report_luns_full_and_truncated() {
         &[op::REPORT_LUNS, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0],
         0,
     );
-    assert_eq!(out, Outcome::DataIn { len: 8 });
+    assert_eq!(out, Verdict::DataIn { len: 8 });
     assert_eq!(d, [0; 8]);
     let (out, _) = run_with(
         Some(&lu),
@@ -322,7 +322,7 @@ fn report_luns_works_on_an_unmapped_lun_0() {
         &[op::REPORT_LUNS, 0, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0],
         0,
     );
-    assert_eq!(out, Outcome::DataIn { len: 16 });
+    assert_eq!(out, Verdict::DataIn { len: 16 });
     assert_eq!(&d[8..10], &[0, 3]);
 }
 
@@ -333,11 +333,11 @@ fn tur_start_stop() {
     let lu = lu();
     assert_eq!(
         run(&lu, &[op::TEST_UNIT_READY, 0, 0, 0, 0, 0]).0,
-        Outcome::Good
+        Verdict::Good
     );
     assert_eq!(
         run(&lu, &[op::START_STOP_UNIT, 0, 0, 0, 1, 0]).0,
-        Outcome::Good
+        Verdict::Good
     );
     let (out, _) = run_with(None, &[], &[op::TEST_UNIT_READY, 0, 0, 0, 0, 0], 0);
     assert_eq!(key_asc(out), (SenseKey::IllegalRequest, 0x25, 0x00));
@@ -346,16 +346,16 @@ fn tur_start_stop() {
 #[test]
 fn request_sense() {
     let (out, d) = run(&lu(), &[op::REQUEST_SENSE, 0, 0, 0, 252, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 18 });
+    assert_eq!(out, Verdict::DataIn { len: 18 });
     assert_eq!(d, Sense::no_sense().to_fixed());
     let (out, d) = run(&lu(), &[op::REQUEST_SENSE, 1, 0, 0, 252, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 8 });
+    assert_eq!(out, Verdict::DataIn { len: 8 });
     assert_eq!(d, [0x72, 0, 0, 0, 0, 0, 0, 0]);
     let (out, d) = run_with(None, &[], &[op::REQUEST_SENSE, 0, 0, 0, 252, 0], 0);
-    assert_eq!(out, Outcome::DataIn { len: 18 });
+    assert_eq!(out, Verdict::DataIn { len: 18 });
     assert_eq!((d[2], d[12], d[13]), (0x05, 0x25, 0x00));
     let (out, _) = run(&lu(), &[op::REQUEST_SENSE, 0, 0, 0, 0, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 0 });
+    assert_eq!(out, Verdict::DataIn { len: 0 });
 }
 
 // ---- READ CAPACITY ----
@@ -363,7 +363,7 @@ fn request_sense() {
 #[test]
 fn read_capacity_10() {
     let (out, d) = run(&lu(), &[op::READ_CAPACITY_10, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 8 });
+    assert_eq!(out, Verdict::DataIn { len: 8 });
     assert_eq!(d, [0x00, 0x1F, 0xFF, 0xFF, 0, 0, 0x02, 0x00]);
     let mut big = lu();
     big.num_blocks = 1 << 33;
@@ -394,7 +394,7 @@ fn read_capacity_16() {
         0,
     ];
     let (out, d) = run(&lu(), &cdb);
-    assert_eq!(out, Outcome::DataIn { len: 32 });
+    assert_eq!(out, Verdict::DataIn { len: 32 });
     assert_eq!(&d[..12], &[0, 0, 0, 0, 0, 0x1F, 0xFF, 0xFF, 0, 0, 2, 0]);
     assert_eq!(&d[12..16], &[0, 0, 0, 0]);
     let (_, d) = run(&thin_lu(), &cdb);
@@ -402,7 +402,7 @@ fn read_capacity_16() {
     // Linux asks for 32 (RC16_LEN); a 12-byte allocation gets 12.
     let mut c12 = cdb;
     c12[13] = 12;
-    assert_eq!(run(&lu(), &c12).0, Outcome::DataIn { len: 12 });
+    assert_eq!(run(&lu(), &c12).0, Verdict::DataIn { len: 12 });
     // Other service actions of 0x9E are invalid fields (GET LBA STATUS is not implemented).
     let mut sa = cdb;
     sa[1] = 0x12;
@@ -419,23 +419,23 @@ fn mode_sense_6_linux_probe_sequence() {
     let lu = lu();
     // sd_read_write_protect_flag: page 0x3F with a 4-byte allocation first.
     let (out, d) = run(&lu, &[op::MODE_SENSE_6, 0, 0x3F, 0, 4, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 4 });
+    assert_eq!(out, Verdict::DataIn { len: 4 });
     // Header (4) + block descriptor (8) + pages 0x01 (12) + 0x08 (20) + 0x0A (12) = 56.
     assert_eq!(d, [55, 0, 0x10, 8]);
     let (out, d) = run(&lu, &[op::MODE_SENSE_6, 0, 0x3F, 0, 255, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 56 });
+    assert_eq!(out, Verdict::DataIn { len: 56 });
     assert_eq!(&d[4..12], &[0x00, 0x20, 0x00, 0x00, 0, 0, 0x02, 0x00]);
     assert_eq!(&d[12..14], &[0x01, 0x0A]);
     assert_eq!(&d[24..27], &[0x08, 0x12, 0x04]);
     assert_eq!(&d[44..48], &[0x0A, 0x0A, 0x00, 0x10]);
     // sd_read_cache_type: caching page with DBD.
     let (out, d) = run(&lu, &[op::MODE_SENSE_6, 0x08, 0x08, 0, 255, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 24 });
+    assert_eq!(out, Verdict::DataIn { len: 24 });
     assert_eq!(&d[..4], &[23, 0, 0x10, 0]);
     assert_eq!(&d[4..7], &[0x08, 0x12, 0x04]);
     // Control page.
     let (out, d) = run(&lu, &[op::MODE_SENSE_6, 0x08, 0x0A, 0, 255, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 16 });
+    assert_eq!(out, Verdict::DataIn { len: 16 });
     assert_eq!(&d[4..8], &[0x0A, 0x0A, 0x00, 0x10]);
 }
 
@@ -453,7 +453,7 @@ fn mode_sense_write_protect_and_cache_off() {
 fn mode_sense_10_long_lba() {
     let lu = lu();
     let (out, d) = run(&lu, &[op::MODE_SENSE_10, 0x10, 0x08, 0, 0, 0, 0, 0, 255, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 8 + 16 + 20 });
+    assert_eq!(out, Verdict::DataIn { len: 8 + 16 + 20 });
     assert_eq!(&d[..8], &[0, 42, 0, 0x10, 0x01, 0, 0, 16]);
     assert_eq!(
         &d[8..24],
@@ -461,7 +461,7 @@ fn mode_sense_10_long_lba() {
     );
     // Without LLBAA: short descriptor.
     let (out, d) = run(&lu, &[op::MODE_SENSE_10, 0, 0x08, 0, 0, 0, 0, 0, 255, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 8 + 8 + 20 });
+    assert_eq!(out, Verdict::DataIn { len: 8 + 8 + 20 });
     assert_eq!(&d[..8], &[0, 34, 0, 0x10, 0, 0, 0, 8]);
 }
 
@@ -484,7 +484,7 @@ fn mode_sense_page_control_and_errors() {
     assert_eq!(check(out), Sense::invalid_field_in_cdb(2, Some(5)));
     // All subpages of all pages: same as page 0x3F.
     let (out, _) = run(&lu, &[op::MODE_SENSE_6, 0, 0x3F, 0xFF, 255, 0]);
-    assert_eq!(out, Outcome::DataIn { len: 56 });
+    assert_eq!(out, Verdict::DataIn { len: 56 });
     let (out, _) = run(&lu, &[op::MODE_SENSE_6, 0, 0x08, 0x01, 255, 0]);
     assert_eq!(check(out), Sense::invalid_field_in_cdb(3, None));
 }
@@ -497,7 +497,7 @@ fn read_write_decode() {
     let (out, _) = run(&lu, &[op::READ_10, 0, 0, 0, 0x10, 0, 0, 0, 8, 0]);
     assert_eq!(
         out,
-        Outcome::Io(ScsiIo::Read {
+        Verdict::Io(ScsiIo::Read {
             lba: 0x1000,
             blocks: 8,
             fua: false
@@ -506,7 +506,7 @@ fn read_write_decode() {
     let (out, _) = run(&lu, &[op::READ_10, 0x08, 0, 0, 0, 1, 0, 0, 1, 0]);
     assert_eq!(
         out,
-        Outcome::Io(ScsiIo::Read {
+        Verdict::Io(ScsiIo::Read {
             lba: 1,
             blocks: 1,
             fua: true
@@ -520,7 +520,7 @@ fn read_write_decode() {
     );
     assert_eq!(
         out,
-        Outcome::Io(ScsiIo::Write {
+        Verdict::Io(ScsiIo::Write {
             lba: 2,
             blocks: 4,
             fua: true
@@ -529,7 +529,7 @@ fn read_write_decode() {
     let (out, _) = run(&lu, &[op::READ_6, 0x01, 0x02, 0x03, 0, 0]);
     assert_eq!(
         out,
-        Outcome::Io(ScsiIo::Read {
+        Verdict::Io(ScsiIo::Read {
             lba: 0x10203,
             blocks: 256,
             fua: false
@@ -538,7 +538,7 @@ fn read_write_decode() {
     let (out, _) = run(&lu, &[op::READ_12, 0, 0, 0, 0, 9, 0, 0, 0, 3, 0, 0]);
     assert_eq!(
         out,
-        Outcome::Io(ScsiIo::Read {
+        Verdict::Io(ScsiIo::Read {
             lba: 9,
             blocks: 3,
             fua: false
@@ -565,7 +565,7 @@ fn read_write_decode() {
     let (out, _) = run_with(Some(&lu), &[0], &cdb16, 16 * BS);
     assert_eq!(
         out,
-        Outcome::Io(ScsiIo::Write {
+        Verdict::Io(ScsiIo::Write {
             lba: BLOCKS - 16,
             blocks: 16,
             fua: false
@@ -583,7 +583,7 @@ fn read_write_decode() {
     // Zero transfer length: no data, GOOD.
     assert_eq!(
         run(&lu, &[op::READ_10, 0, 0, 0, 0, 0, 0, 0, 0, 0]).0,
-        Outcome::Good
+        Verdict::Good
     );
 }
 
@@ -646,7 +646,7 @@ fn read_write_errors() {
     assert_eq!(key_asc(out), (SenseKey::DataProtect, 0x27, 0x00));
     assert!(matches!(
         run(&ro, &[op::READ_10, 0, 0, 0, 0, 0, 0, 0, 1, 0]).0,
-        Outcome::Io(_)
+        Verdict::Io(_)
     ));
 }
 
@@ -655,13 +655,13 @@ fn verify_and_sync_cache() {
     let lu = lu();
     assert_eq!(
         run(&lu, &[op::VERIFY_10, 0, 0, 0, 0, 0, 0, 0, 8, 0]).0,
-        Outcome::Good
+        Verdict::Good
     );
     let (out, _) = run(&lu, &[op::VERIFY_10, 0x02, 0, 0, 0, 0, 0, 0, 8, 0]);
     assert_eq!(check(out), Sense::invalid_field_in_cdb(1, Some(2)));
     assert_eq!(
         run(&lu, &[op::SYNCHRONIZE_CACHE_10, 0, 0, 0, 0, 0, 0, 0, 0, 0]).0,
-        Outcome::Io(ScsiIo::Flush { lba: 0, blocks: 0 })
+        Verdict::Io(ScsiIo::Flush { lba: 0, blocks: 0 })
     );
     let cdb = [
         op::SYNCHRONIZE_CACHE_16,
@@ -683,7 +683,7 @@ fn verify_and_sync_cache() {
     ];
     assert_eq!(
         run(&lu, &cdb).0,
-        Outcome::Io(ScsiIo::Flush { lba: 8, blocks: 8 })
+        Verdict::Io(ScsiIo::Flush { lba: 8, blocks: 8 })
     );
     let (out, _) = run(
         &lu,
@@ -718,7 +718,7 @@ fn write_same() {
     let (out, _) = run_with(Some(&thin), &[0], &cdb, BS);
     assert_eq!(
         out,
-        Outcome::Io(ScsiIo::WriteSame {
+        Verdict::Io(ScsiIo::WriteSame {
             lba: 0,
             blocks: 256,
             unmap: true,
@@ -730,7 +730,7 @@ fn write_same() {
     let (out, _) = run_with(Some(&thin), &[0], &ndob, 0);
     assert_eq!(
         out,
-        Outcome::Io(ScsiIo::WriteSame {
+        Verdict::Io(ScsiIo::WriteSame {
             lba: 0,
             blocks: 256,
             unmap: true,
@@ -747,7 +747,7 @@ fn write_same() {
     );
     assert_eq!(
         out,
-        Outcome::Io(ScsiIo::WriteSame {
+        Verdict::Io(ScsiIo::WriteSame {
             lba: 4,
             blocks: 8,
             unmap: false,
@@ -817,12 +817,12 @@ fn unmap_cdb_and_parameter_list() {
     let cdb = [op::UNMAP, 0, 0, 0, 0, 0, 0, 0, 40, 0];
     assert_eq!(
         run_with(Some(&thin), &[0], &cdb, 40).0,
-        Outcome::Io(ScsiIo::Unmap { param_len: 40 })
+        Verdict::Io(ScsiIo::Unmap { param_len: 40 })
     );
     // The initiator's buffer is shorter than the parameter list length: fetch what it has.
     assert_eq!(
         run_with(Some(&thin), &[0], &cdb, 24).0,
-        Outcome::Io(ScsiIo::Unmap { param_len: 24 })
+        Verdict::Io(ScsiIo::Unmap { param_len: 24 })
     );
     assert_eq!(
         run_with(
@@ -832,7 +832,7 @@ fn unmap_cdb_and_parameter_list() {
             0
         )
         .0,
-        Outcome::Good
+        Verdict::Good
     );
     assert_eq!(
         check(
@@ -915,7 +915,7 @@ fn unmap_cdb_and_parameter_list() {
 
 // ---- REPORT SUPPORTED OPERATION CODES ----
 
-fn rsoc(lu: &LogicalUnit, options: u8, opcode: u8, sa: u16) -> (Outcome, Vec<u8>) {
+fn rsoc(lu: &LogicalUnit, options: u8, opcode: u8, sa: u16) -> (Verdict, Vec<u8>) {
     let s = sa.to_be_bytes();
     run(
         lu,
@@ -942,7 +942,7 @@ fn report_supported_opcodes_as_linux_probes() {
     // scsi_report_opcode(INQUIRY), then WRITE SAME(16) and (10).
     for opc in [op::INQUIRY, op::WRITE_SAME_16, op::WRITE_SAME_10, op::UNMAP] {
         let (out, d) = rsoc(&lu, 1, opc, 0);
-        assert!(matches!(out, Outcome::DataIn { .. }));
+        assert!(matches!(out, Verdict::DataIn { .. }));
         assert_eq!(d[1] & 0x03, 0x03, "opcode {opc:#x}");
         let n = u16::from_be_bytes([d[2], d[3]]) as usize;
         assert_eq!(d.len(), 4 + n);
@@ -984,7 +984,7 @@ fn report_supported_opcodes_as_linux_probes() {
 fn report_all_opcodes() {
     let lu = thin_lu();
     let (out, d) = rsoc(&lu, 0, 0, 0);
-    let Outcome::DataIn { len } = out else {
+    let Verdict::DataIn { len } = out else {
         panic!()
     };
     let n = u32::from_be_bytes(d[..4].try_into().unwrap()) as usize;
@@ -1006,8 +1006,8 @@ fn report_all_opcodes() {
 #[test]
 fn every_reported_opcode_is_implemented() {
     let lu = thin_lu();
-    for (opcode, sa, usage) in rsoc::all_listed() {
-        assert!(rsoc::listed(&lu, opcode, sa));
+    for (opcode, sa, usage) in supported_opcodes::all_listed() {
+        assert!(supported_opcodes::listed(&lu, opcode, sa));
         assert_eq!(usage[0], opcode);
         assert_eq!(Some(usage.len()), cdb::cdb_len(opcode));
         let mut c = [0u8; 16];
@@ -1016,7 +1016,7 @@ fn every_reported_opcode_is_implemented() {
             c[1] = sa;
         }
         let (out, _) = run(&lu, &c);
-        if let Outcome::CheckCondition(s) = out {
+        if let Verdict::CheckCondition(s) = out {
             assert_ne!(
                 (s.asc, s.ascq),
                 (0x20, 0x00),
@@ -1072,7 +1072,7 @@ fn invalid_opcode_and_control_byte() {
             },
             &mut b
         ),
-        Outcome::CheckCondition(Sense::invalid_opcode())
+        Verdict::CheckCondition(Sense::invalid_opcode())
     );
     assert_eq!(
         execute(
@@ -1084,7 +1084,7 @@ fn invalid_opcode_and_control_byte() {
             },
             &mut b
         ),
-        Outcome::CheckCondition(Sense::invalid_field_in_cdb(0, None))
+        Verdict::CheckCondition(Sense::invalid_field_in_cdb(0, None))
     );
 }
 
@@ -1115,24 +1115,24 @@ fn linux_bring_up_sequence() {
     };
     // 1. INQUIRY 36, then 96.
     let (o, d) = go(&[op::INQUIRY, 0, 0, 0, 36, 0], 36);
-    assert_eq!(o, Outcome::DataIn { len: 36 });
+    assert_eq!(o, Verdict::DataIn { len: 36 });
     let want = d[4] as usize + 5;
     assert_eq!(want, 96);
     assert_eq!(
         go(&[op::INQUIRY, 0, 0, 0, want as u8, 0], want).0,
-        Outcome::DataIn { len: 96 }
+        Verdict::DataIn { len: 96 }
     );
     // 2. REPORT LUNS with a 4 KiB-ish allocation.
     let (o, d) = go(
         &[op::REPORT_LUNS, 0, 0, 0, 0, 0, 0, 0, 0x0F, 0xF8, 0, 0],
         4088,
     );
-    assert_eq!(o, Outcome::DataIn { len: 16 });
+    assert_eq!(o, Verdict::DataIn { len: 16 });
     assert_eq!(&d[..4], &[0, 0, 0, 8]);
     // 3. VPD pages.
     for page in SUPPORTED_VPD {
         let (o, d) = go(&[op::INQUIRY, 1, page, 0, 255, 0], 255);
-        let Outcome::DataIn { len } = o else {
+        let Verdict::DataIn { len } = o else {
             panic!("page {page:#x}: {o:?}")
         };
         assert_eq!(d[1], page);
@@ -1141,7 +1141,7 @@ fn linux_bring_up_sequence() {
     // 4. TEST UNIT READY.
     assert_eq!(
         go(&[op::TEST_UNIT_READY, 0, 0, 0, 0, 0], 0).0,
-        Outcome::Good
+        Verdict::Good
     );
     // 5. READ CAPACITY(16).
     let (o, _) = go(
@@ -1165,23 +1165,23 @@ fn linux_bring_up_sequence() {
         ],
         32,
     );
-    assert_eq!(o, Outcome::DataIn { len: 32 });
+    assert_eq!(o, Verdict::DataIn { len: 32 });
     // 6. MODE SENSE.
     assert_eq!(
         go(&[op::MODE_SENSE_6, 0, 0x3F, 0, 4, 0], 4).0,
-        Outcome::DataIn { len: 4 }
+        Verdict::DataIn { len: 4 }
     );
     assert_eq!(
         go(&[op::MODE_SENSE_6, 0, 0x3F, 0, 0xC0, 0], 192).0,
-        Outcome::DataIn { len: 56 }
+        Verdict::DataIn { len: 56 }
     );
     assert_eq!(
         go(&[op::MODE_SENSE_6, 0x08, 0x08, 0, 0x40, 0], 64).0,
-        Outcome::DataIn { len: 24 }
+        Verdict::DataIn { len: 24 }
     );
     assert_eq!(
         go(&[op::MODE_SENSE_6, 0x08, 0x0A, 0, 0x40, 0], 64).0,
-        Outcome::DataIn { len: 16 }
+        Verdict::DataIn { len: 16 }
     );
     // 8. REPORT SUPPORTED OPERATION CODES for WRITE SAME(16).
     let (o, d) = go(
@@ -1201,16 +1201,16 @@ fn linux_bring_up_sequence() {
         ],
         512,
     );
-    assert!(matches!(o, Outcome::DataIn { len: 20 }));
+    assert!(matches!(o, Verdict::DataIn { len: 20 }));
     assert_eq!(d[1] & 3, 3);
     // 10. I/O.
     assert!(matches!(
         go(&[op::READ_10, 0, 0, 0, 0, 0, 0, 0, 8, 0], 0).0,
-        Outcome::Io(ScsiIo::Read { .. })
+        Verdict::Io(ScsiIo::Read { .. })
     ));
     assert_eq!(
         go(&[op::SYNCHRONIZE_CACHE_10, 0, 0, 0, 0, 0, 0, 0, 0, 0], 0).0,
-        Outcome::Io(ScsiIo::Flush { lba: 0, blocks: 0 })
+        Verdict::Io(ScsiIo::Flush { lba: 0, blocks: 0 })
     );
 }
 
@@ -1301,8 +1301,8 @@ fn random_cdbs_never_panic() {
             &mut data[..buf_len],
         );
         match out {
-            Outcome::DataIn { len } => assert!(len as usize <= buf_len),
-            Outcome::Io(io) => {
+            Verdict::DataIn { len } => assert!(len as usize <= buf_len),
+            Verdict::Io(io) => {
                 let lu = lu.expect("I/O without a logical unit");
                 match io {
                     ScsiIo::Read { lba, blocks, .. } | ScsiIo::Write { lba, blocks, .. } => {
@@ -1316,7 +1316,7 @@ fn random_cdbs_never_panic() {
                     ScsiIo::Unmap { param_len } => assert!(param_len >= 8 || param_len <= data_out),
                 }
             }
-            Outcome::Good | Outcome::CheckCondition(_) => {}
+            Verdict::Good | Verdict::CheckCondition(_) => {}
         }
     }
 }

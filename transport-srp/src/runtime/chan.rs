@@ -14,6 +14,7 @@ use fabric::{
 use iobuf::{DmaRegion, IoBuf};
 use serde_json::{Value, json};
 use target_core::scsi::ScsiStatus;
+use target_core::scsi_exec::ItNexus;
 use target_core::target::{ControllerInfo, ListenAddr, PgCore, Subsystem, SubsystemState};
 
 use super::req::Req;
@@ -64,6 +65,8 @@ pub(super) struct Chan {
     pub sub: Arc<Subsystem>,
     pub sub_id: u32,
     pub nexus: NexusKey,
+    /// The I_T nexus as target-core's SCSI engine sees it.
+    pub scsi: ItNexus,
     pub cntlid: u16,
     pub peer: SocketAddr,
     pub listen: ListenAddr,
@@ -406,6 +409,7 @@ impl SrpPg {
             sub_id: nc.sub.id(),
             sub: Arc::clone(&nc.sub),
             nexus: nc.nexus,
+            scsi: super::req::scsi_nexus(&nc.nexus),
             cntlid: 0,
             peer: nc.peer,
             listen: nc.listen.clone(),

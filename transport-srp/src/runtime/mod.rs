@@ -3,10 +3,10 @@
 //!
 //! - `chan`: channel setup from a login, IU dispatch, the channel state machine's actions
 //!   (disconnect, drain, release), queries.
-//! - `req`: the request engine — SRP_CMD through the SCSI logic to the bdev and back, task
-//!   management, aborts.
+//! - `req`: the request engine — SRP_CMD to target-core's SCSI engine
+//!   ([`target_core::scsi_exec`], which runs it on the bdev) and the data and response back,
+//!   task management, aborts.
 //! - `xfer`: RDMA READ / WRITE work requests for one transfer.
-//! - `lus`: the SCSI logical units of a subsystem on this poll group.
 //!
 //! Per device the poll group has a protection domain, a completion channel, completion queues
 //! (shared by its channels; a new one is created when the reserved capacity runs out), a pool
@@ -19,7 +19,6 @@
 //! is reused, so that a stale replay finds nothing.
 
 mod chan;
-mod lus;
 mod req;
 mod xfer;
 
@@ -35,13 +34,13 @@ use slab::Slab;
 use target_core::bdev::BdevIo;
 use target_core::reactor::Step;
 use target_core::registry::TransportPollGroup;
+use target_core::scsi_exec::{LuLimits, ScsiEngine};
 use target_core::target::PgCore;
 
 use crate::transport::Shared;
 
 use chan::Chan;
 pub(crate) use chan::NewChannel;
-use lus::SubLus;
 
 /// Work-request kinds (top byte of a `wr_id`).
 mod kind {
@@ -178,7 +177,8 @@ pub struct SrpPg {
     chans: Slab<Chan>,
     by_gid: HashMap<u64, usize>,
     by_qpn: HashMap<u32, usize>,
-    lus: Vec<Option<SubLus>>,
+    /// The SCSI execution of this poll group's commands (LU maps, device server).
+    scsi: ScsiEngine,
     buf_wait: VecDeque<u64>,
     bdev_retry: VecDeque<u64>,
     waiters: Slab<Waiter>,
@@ -188,7 +188,6 @@ pub struct SrpPg {
     wrs: Vec<SendWr>,
     /// Channels with work requests batched for the next doorbell ([`SrpPg::flush_sends`]).
     dirty: Vec<u16>,
-    scratch: Vec<u8>,
     serial: u16,
     closing: usize,
     polls: u64,
@@ -207,14 +206,18 @@ impl std::fmt::Debug for SrpPg {
 
 impl SrpPg {
     pub(crate) fn new(shared: Arc<Shared>, core: &mut PgCore) -> Self {
+        let limits = LuLimits {
+            max_io_size: shared.opts.max_io_size,
+            io_unit_size: shared.opts.io_unit_size,
+        };
         SrpPg {
+            scsi: ScsiEngine::new(shared.index, limits),
             index: core.index(),
             shared,
             devs: Vec::new(),
             chans: Slab::new(),
             by_gid: HashMap::new(),
             by_qpn: HashMap::new(),
-            lus: Vec::new(),
             buf_wait: VecDeque::with_capacity(1024),
             bdev_retry: VecDeque::with_capacity(256),
             waiters: Slab::new(),
@@ -223,7 +226,6 @@ impl SrpPg {
             wcs: vec![WorkCompletion::default(); 64],
             wrs: Vec::with_capacity(256),
             dirty: Vec::with_capacity(64),
-            scratch: vec![0; 64 << 10],
             serial: 0,
             closing: 0,
             polls: 0,
@@ -458,18 +460,14 @@ impl TransportPollGroup for SrpPg {
     }
 
     fn disconnect_subsystem(&mut self, core: &mut PgCore, subsystem: u32) {
-        if let Some(l) = self.lus.get_mut(subsystem as usize) {
-            *l = None;
-        }
+        self.scsi.invalidate(subsystem);
         self.close_where(core, crate::channel::CloseReason::SubsystemDeleted, |c| {
             c.sub_id == subsystem
         });
     }
 
     fn namespaces_changed(&mut self, _core: &mut PgCore, subsystem: u32, _nsids: &[u32]) {
-        if let Some(l) = self.lus.get_mut(subsystem as usize) {
-            *l = None;
-        }
+        self.scsi.invalidate(subsystem);
     }
 
     fn disconnect_host(&mut self, core: &mut PgCore, subsystem: u32, host: &str) {

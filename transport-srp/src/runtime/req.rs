@@ -12,17 +12,22 @@
 //! credit. Data buffers come from the device pool and go back once the response's SEND (which
 //! follows the data's RDMA WRITEs) has completed. Nothing is freed while a work request or a
 //! bdev I/O still refers to it.
+//!
+//! The SCSI side of a command — admission, the device server, the bdev operations, status and
+//! sense — runs in target-core's [`ScsiEngine`]; this engine moves IUs and data and answers
+//! what the SCSI engine asks for ([`ScsiAction`]): buffers, data-out, a retry.
 
 use arrayvec::ArrayVec;
 use fabric::{SendWr, SgeList, WcStatus, WorkCompletion};
 use iobuf::IoBuf;
-use target_core::bdev::{BdevIo, BdevOp, IoStatus};
+use target_core::bdev::{BdevIo, IoStatus};
 use target_core::reactor::Step;
-use target_core::scsi::{self, Outcome, ScsiIo, ScsiStatus, Sense};
-use target_core::target::{Admission, AdmitKind, PgCore, with_transport_pg};
+use target_core::reservation::InitiatorPort;
+use target_core::scsi::{self, PROTOCOL_ID_SRP, ScsiIo, Sense, TargetPort};
+use target_core::scsi_exec::{ItNexus, ScsiAction, ScsiCommand, ScsiEngine, ScsiReq};
+use target_core::target::{PgCore, with_transport_pg};
 
 use super::chan::{iu_bytes, srq_bufs};
-use super::lus::{LuLimits, SubLus};
 use super::xfer::{self, XferError};
 use super::{RecvRef, SrpPg, Waiter, kind, pack, token, untoken};
 use crate::channel::Event;
@@ -37,8 +42,9 @@ pub(super) enum Stage {
     Free,
     /// Waiting in the poll group's admission queue (subsystem or namespace paused).
     Admit,
-    /// Ready to run the SCSI logic (or waiting for a buffer for its parameter data).
-    Exec,
+    /// The SCSI engine drives it: admission, the device server, the next bdev operation (or
+    /// it waits for buffers / a busy backend).
+    Core,
     /// Ready to fetch data-out (or waiting for buffers / send slots).
     Fetch,
     /// RDMA READs in flight.
@@ -46,8 +52,6 @@ pub(super) enum Stage {
     /// A round of data-in RDMA WRITEs in flight, before the round that carries the response
     /// (a transfer larger than the send-queue budget).
     Writing,
-    /// Ready to submit the next bdev operation (or waiting for buffers / a busy backend).
-    Submit,
     /// A bdev operation in flight.
     Bdev,
     /// Ready to post the response (or waiting for send slots).
@@ -68,24 +72,13 @@ pub(super) struct Req {
     tag: Tag,
     sol_not: u8,
     lun: Option<u16>,
-    no_lu: bool,
-    admit_kind: AdmitKind,
-    admit: Option<AdmitKind>,
-    out_len: u32,
-    in_len: u32,
     imm: bool,
-    op: Option<ScsiIo>,
-    status: u8,
-    sense: Option<Sense>,
+    /// The data-out the SCSI engine asked for: bytes, and whether it is parameter data.
+    fetch: (u64, bool),
+    /// The SCSI command's state in target-core (with the preallocated bdev I/O).
+    exec: ScsiReq,
     tm_code: TmResponse,
-    send_in: u32,
-    wanted_in: u64,
-    wanted_out: u64,
     moved_out: u64,
-    io: Option<Box<BdevIo>>,
-    param: Option<IoBuf>,
-    cursor: u64,
-    ws_mode: u8,
     pub sq_wrs: u32,
     /// The transfer's next work request to post, when it goes in rounds (0: from the start).
     xfer_next: u32,
@@ -100,12 +93,6 @@ pub(super) struct Req {
 impl Req {
     /// A free slot with its preallocated bdev I/O.
     pub fn new() -> Self {
-        let mut r = Req::blank();
-        r.io = Some(Box::new(BdevIo::new(BdevOp::Flush, 0)));
-        r
-    }
-
-    fn blank() -> Self {
         Req {
             stage: Stage::Free,
             serial: 0,
@@ -115,24 +102,11 @@ impl Req {
             tag: Tag::default(),
             sol_not: 0,
             lun: None,
-            no_lu: false,
-            admit_kind: AdmitKind::Mgmt,
-            admit: None,
-            out_len: 0,
-            in_len: 0,
             imm: false,
-            op: None,
-            status: 0,
-            sense: None,
+            fetch: (0, false),
+            exec: ScsiReq::new(),
             tm_code: TmResponse::Complete,
-            send_in: 0,
-            wanted_in: 0,
-            wanted_out: 0,
             moved_out: 0,
-            io: None,
-            param: None,
-            cursor: 0,
-            ws_mode: 0,
             sq_wrs: 0,
             xfer_next: 0,
             recv_lent: false,
@@ -146,19 +120,40 @@ impl Req {
 
     /// Starts a new request in this slot, keeping the preallocated bdev I/O.
     fn reset(&mut self, serial: u16, recv: RecvRef, len: u32, tm: bool) {
-        let io = self.io.take();
-        *self = Req::blank();
-        self.io = io;
+        // Field by field: the request is large, and its SCSI state keeps its bdev I/O.
+        self.exec.reset();
+        self.stage = Stage::Core;
         self.serial = serial;
+        self.tm = tm;
         self.recv = Some(recv);
         self.iu_len = len;
-        self.tm = tm;
-        self.stage = Stage::Exec;
+        self.tag = Tag::default();
+        self.sol_not = 0;
+        self.lun = None;
+        self.imm = false;
+        self.fetch = (0, false);
+        self.tm_code = TmResponse::Complete;
+        self.moved_out = 0;
+        self.sq_wrs = 0;
+        self.xfer_next = 0;
+        self.recv_lent = false;
+        self.aborted = false;
+        self.waiting_buf = false;
+        self.buf_woken = false;
+        self.need_units = 0;
+        self.waiters.clear();
     }
+}
 
-    fn check(&mut self, sense: Sense) {
-        self.status = ScsiStatus::CheckCondition as u8;
-        self.sense = Some(sense);
+/// The SCSI engine's view of a channel's I_T nexus.
+pub(super) fn scsi_nexus(nexus: &NexusKey) -> ItNexus {
+    ItNexus {
+        initiator: InitiatorPort::srp(nexus.initiator.0),
+        port: TargetPort {
+            protocol_id: PROTOCOL_ID_SRP,
+            relative_port: 1,
+            port_id: Some(nexus.target.0),
+        },
     }
 }
 
@@ -184,7 +179,7 @@ fn return_lent_recv(ring: &mut [Option<IoBuf>], r: &mut Req) {
         return;
     }
     r.recv_lent = false;
-    if let (Some(RecvRef::Ring(s)), Some(io)) = (r.recv, r.io.as_mut())
+    if let (Some(RecvRef::Ring(s)), Some(io)) = (r.recv, r.exec.io.as_mut())
         && let Some(mut b) = io.bufs.pop()
     {
         b.reset();
@@ -214,52 +209,7 @@ enum SpecScope {
     All,
 }
 
-fn units(bytes: u64, unit: u32) -> usize {
-    bytes.div_ceil(u64::from(unit.max(1))) as usize
-}
-
-fn io_sense(status: IoStatus, op: &ScsiIo) -> Sense {
-    match status {
-        IoStatus::OutOfRange => Sense::lba_out_of_range(),
-        IoStatus::Unsupported => Sense::invalid_opcode(),
-        IoStatus::Miscompare => Sense::new(scsi::SenseKey::Miscompare, 0x1D, 0x00),
-        IoStatus::Error(_) => match op {
-            ScsiIo::Read { lba, .. } => Sense::read_error(*lba),
-            ScsiIo::Write { lba, .. } => Sense::write_error(*lba),
-            _ => Sense::internal_target_failure(),
-        },
-        _ => Sense::internal_target_failure(),
-    }
-}
-
 impl SrpPg {
-    fn limits(&self) -> LuLimits {
-        LuLimits {
-            max_io_size: self.shared.opts.max_io_size,
-            io_unit_size: self.shared.opts.io_unit_size,
-        }
-    }
-
-    /// The SCSI view of the channel's subsystem, built on first use.
-    fn ensure_lus(&mut self, core: &PgCore, key: u16) -> Option<u32> {
-        let c = self.chans.get(key as usize)?;
-        let sub = c.sub_id;
-        let port = c.nexus.target;
-        let i = sub as usize;
-        if self.lus.len() <= i {
-            self.lus.resize_with(i + 1, || None);
-        }
-        if self.lus[i].is_none() {
-            let limits = self.limits();
-            self.lus[i] = Some(SubLus::build(core, sub, port, limits));
-        }
-        Some(sub)
-    }
-
-    fn sublus(&self, sub: u32) -> Option<&SubLus> {
-        self.lus.get(sub as usize).and_then(Option::as_ref)
-    }
-
     /// Starts a request in `slot` for the IU at `r`.
     pub(super) fn start_req(
         &mut self,
@@ -271,10 +221,10 @@ impl SrpPg {
         tm: bool,
     ) {
         let serial = self.next_serial();
-        let Some(sub) = self.ensure_lus(core, key) else {
+        let Some(c) = self.chans.get_mut(key as usize) else {
             return;
         };
-        let c = &mut self.chans[key as usize];
+        let sub = c.sub_id;
         c.reqs[slot as usize].reset(serial, r, len, tm);
         if tm {
             c.stats.task_mgmt += 1;
@@ -298,63 +248,27 @@ impl SrpPg {
                 tag.copy_from_slice(t);
                 req.tag = Tag(tag);
                 req.sol_not = bytes.get(1).copied().unwrap_or(0);
-                req.check(Sense::invalid_field_in_command_iu());
+                ScsiEngine::fail(core, &mut req.exec, Sense::invalid_field_in_command_iu());
                 req.stage = Stage::Respond;
             }
             Ok(cmd) => {
                 req.tag = cmd.tag;
                 req.sol_not = cmd.sol_not;
-                req.in_len = cmd.data_in.len();
-                req.out_len = cmd.data_out.len();
                 req.imm = matches!(cmd.data_out, DataDesc::Immediate(_));
                 req.lun = scsi::lun::decode(cmd.lun).ok();
-                let has_lu = req.lun.is_some_and(|l| {
-                    self.lus[sub as usize]
-                        .as_ref()
-                        .is_some_and(|s| s.lu(l).is_some())
-                });
-                req.admit_kind = match req.lun {
-                    Some(l) if has_lu => AdmitKind::Io(u32::from(l) + 1),
-                    _ => AdmitKind::Mgmt,
+                let scsi_cmd = ScsiCommand {
+                    token: token(key, slot, serial),
+                    subsystem: sub,
+                    lun: req.lun,
+                    cdb: cmd.cdb,
+                    data_in_len: cmd.data_in.len(),
+                    data_out_len: cmd.data_out.len(),
                 };
+                self.scsi.start(core, &mut req.exec, &scsi_cmd);
                 if cmd.direction() == crate::proto::Direction::Bidirectional {
-                    req.check(Sense::invalid_field_in_command_iu());
+                    ScsiEngine::fail(core, &mut req.exec, Sense::invalid_field_in_command_iu());
                     req.stage = Stage::Respond;
-                } else {
-                    return self.admit(core, key, slot);
                 }
-            }
-        }
-        self.drive(core, key, slot);
-    }
-
-    fn admit(&mut self, core: &mut PgCore, key: u16, slot: u16) {
-        let Some(c) = self.chans.get_mut(key as usize) else {
-            return;
-        };
-        let sub = c.sub_id;
-        let r = &mut c.reqs[slot as usize];
-        let t = token(key, slot, r.serial);
-        match core.admit(sub, r.admit_kind, self.shared.index, t) {
-            Admission::Go => {
-                r.admit = Some(r.admit_kind);
-                r.stage = Stage::Exec;
-            }
-            Admission::Queued => {
-                r.stage = Stage::Admit;
-                return;
-            }
-            Admission::InvalidNamespace => {
-                // Our view is older than the poll group's: the namespace went away.
-                r.no_lu = true;
-                r.stage = Stage::Exec;
-                if let Some(l) = self.lus.get_mut(sub as usize) {
-                    *l = None;
-                }
-            }
-            Admission::Inactive => {
-                r.check(Sense::not_ready(0x00));
-                r.stage = Stage::Respond;
             }
         }
         self.drive(core, key, slot);
@@ -363,23 +277,16 @@ impl SrpPg {
     /// A request queued by admission is replayed.
     pub(super) fn resume(&mut self, core: &mut PgCore, t: u64) {
         let (key, slot, serial) = untoken(t);
-        let ok = self
+        let Some(r) = self
             .chans
-            .get(key as usize)
-            .and_then(|c| c.reqs.get(slot as usize))
-            .is_some_and(|r| r.serial == serial && r.stage == Stage::Admit);
-        if ok {
-            self.admit(core, key, slot);
-        }
-    }
-
-    fn release_admit(&mut self, core: &mut PgCore, key: u16, slot: u16) {
-        let Some(c) = self.chans.get_mut(key as usize) else {
+            .get_mut(key as usize)
+            .and_then(|c| c.reqs.get_mut(slot as usize))
+            .filter(|r| r.serial == serial && r.stage == Stage::Admit)
+        else {
             return;
         };
-        if let Some(k) = c.reqs[slot as usize].admit.take() {
-            core.release(c.sub_id, k);
-        }
+        r.stage = Stage::Core;
+        self.drive(core, key, slot);
     }
 
     /// Moves a request on until it waits for something.
@@ -393,18 +300,12 @@ impl SrpPg {
                 return;
             };
             let stage = r.stage;
-            if r.aborted
-                && matches!(
-                    stage,
-                    Stage::Exec | Stage::Fetch | Stage::Submit | Stage::Respond
-                )
-            {
+            if r.aborted && matches!(stage, Stage::Core | Stage::Fetch | Stage::Respond) {
                 return self.finish(core, key, slot, false);
             }
             let moved = match stage {
-                Stage::Exec => self.exec(core, key, slot),
+                Stage::Core => self.run_core(core, key, slot),
                 Stage::Fetch => self.fetch(core, key, slot),
-                Stage::Submit => self.submit(core, key, slot),
                 Stage::Respond => self.respond(core, key, slot),
                 _ => false,
             };
@@ -414,12 +315,51 @@ impl SrpPg {
         }
     }
 
+    /// Lets the SCSI engine move the request on.
+    fn run_core(&mut self, core: &mut PgCore, key: u16, slot: u16) -> bool {
+        let c = &mut self.chans[key as usize];
+        let nexus = &c.scsi;
+        let r = &mut c.reqs[slot as usize];
+        let action = self.scsi.drive(core, nexus, &mut r.exec);
+        self.apply(key, slot, action)
+    }
+
+    /// Does what the SCSI engine asked; returns whether the request can move on at once.
+    fn apply(&mut self, key: u16, slot: u16, action: ScsiAction) -> bool {
+        let r = &mut self.chans[key as usize].reqs[slot as usize];
+        match action {
+            ScsiAction::Queued => {
+                r.stage = Stage::Admit;
+                false
+            }
+            ScsiAction::NeedBuffers(n) => self.take_bufs(key, slot, n),
+            ScsiAction::FetchDataOut { len, param } => {
+                r.fetch = (len, param);
+                r.stage = Stage::Fetch;
+                true
+            }
+            ScsiAction::Submitted => {
+                r.stage = Stage::Bdev;
+                false
+            }
+            ScsiAction::Busy => {
+                let t = token(key, slot, r.serial);
+                self.bdev_retry.push_back(t);
+                false
+            }
+            ScsiAction::Respond => {
+                r.stage = Stage::Respond;
+                true
+            }
+        }
+    }
+
     /// Takes `n` data buffers into the request's I/O, or queues it for buffers.
     fn take_bufs(&mut self, key: u16, slot: u16, n: usize) -> bool {
         let c = &mut self.chans[key as usize];
         let dev = c.dev;
         let r = &mut c.reqs[slot as usize];
-        let have = r.io.as_ref().map_or(0, |io| io.bufs.len());
+        let have = r.exec.io.as_ref().map_or(0, |io| io.bufs.len());
         if have >= n {
             return true;
         }
@@ -435,7 +375,7 @@ impl SrpPg {
             return false;
         }
         r.buf_woken = false;
-        if let Some(io) = r.io.as_mut() {
+        if let Some(io) = r.exec.io.as_mut() {
             for _ in 0..want {
                 if let Some(b) = d.data_free.pop() {
                     let _ = io.bufs.try_push(b);
@@ -483,7 +423,7 @@ impl SrpPg {
                 .chans
                 .get(key as usize)
                 .and_then(|c| c.reqs.get(slot as usize))
-                .is_some_and(|r| r.serial == serial && r.stage == Stage::Submit);
+                .is_some_and(|r| r.serial == serial && r.stage == Stage::Core);
             if ok {
                 n += 1;
                 self.drive(core, key, slot);
@@ -492,105 +432,17 @@ impl SrpPg {
         n
     }
 
-    /// Runs the SCSI device server.
-    fn exec(&mut self, core: &mut PgCore, key: u16, slot: u16) -> bool {
-        let c = &self.chans[key as usize];
-        let sub = c.sub_id;
-        if self.sublus(sub).is_none() {
-            self.ensure_lus(core, key);
-        }
+    /// Brings data-out in: from the IU (immediate data) or by RDMA READ.
+    fn fetch(&mut self, core: &mut PgCore, key: u16, slot: u16) -> bool {
+        let limits = self.scsi.limits();
         let c = &mut self.chans[key as usize];
-        let r = &c.reqs[slot as usize];
+        let r = &mut c.reqs[slot as usize];
         let Some(rref) = r.recv else {
             return false;
         };
-        let Some(lus) = self.lus.get(sub as usize).and_then(Option::as_ref) else {
-            return false;
-        };
-        let bytes = iu_bytes(&c.recv, c.rpad, srq_bufs(&self.devs, c.dev), rref, r.iu_len);
-        let Ok(cmd) = SrpCmd::decode(bytes, c.imm_off) else {
-            return false;
-        };
-        let lu = if r.no_lu {
-            None
-        } else {
-            r.lun.and_then(|l| lus.lu(l))
-        };
-        let ctx = scsi::TargetContext {
-            port: &lus.port,
-            luns: &lus.luns,
-        };
-        let cmd = scsi::Command {
-            cdb: cmd.cdb,
-            data_out_len: r.out_len,
-        };
-        let outcome = scsi::execute(lu, &ctx, &cmd, &mut self.scratch);
-        let bs = lu.map_or(512, |l| l.block_size);
-        let r = &mut c.reqs[slot as usize];
-        match outcome {
-            Outcome::Good => {
-                r.status = ScsiStatus::Good as u8;
-                r.stage = Stage::Respond;
-            }
-            Outcome::CheckCondition(s) => {
-                r.check(s);
-                r.stage = Stage::Respond;
-            }
-            Outcome::DataIn { len } => {
-                let n = len.min(r.in_len);
-                r.wanted_in = u64::from(len);
-                r.status = ScsiStatus::Good as u8;
-                if n > 0 {
-                    let unit = self.shared.opts.io_unit_size;
-                    if !self.take_bufs(key, slot, units(u64::from(n), unit)) {
-                        return false;
-                    }
-                    let r = &mut self.chans[key as usize].reqs[slot as usize];
-                    let mut done = 0usize;
-                    if let Some(io) = r.io.as_mut() {
-                        for b in io.bufs.iter_mut() {
-                            let k = (n as usize - done).min(b.capacity());
-                            b.reset();
-                            b.as_mut_slice()[..k].copy_from_slice(&self.scratch[done..done + k]);
-                            done += k;
-                        }
-                    }
-                    r.send_in = n;
-                }
-                let r = &mut self.chans[key as usize].reqs[slot as usize];
-                r.stage = Stage::Respond;
-            }
-            Outcome::Io(op) => {
-                r.op = Some(op);
-                r.wanted_in = op.data_in_len(bs);
-                r.wanted_out = op.data_out_len(bs);
-                r.stage = if r.wanted_out > 0 {
-                    Stage::Fetch
-                } else {
-                    Stage::Submit
-                };
-                return true;
-            }
-        }
-        self.release_admit(core, key, slot);
-        true
-    }
-
-    /// Brings data-out in: from the IU (immediate data) or by RDMA READ.
-    fn fetch(&mut self, core: &mut PgCore, key: u16, slot: u16) -> bool {
-        let unit = self.shared.opts.io_unit_size;
-        let c = &mut self.chans[key as usize];
-        let r = &mut c.reqs[slot as usize];
-        let (Some(op), Some(rref)) = (r.op, r.recv) else {
-            return false;
-        };
-        let is_write = matches!(op, ScsiIo::Write { .. });
         // Parameter data (UNMAP list, WRITE SAME pattern) goes to one buffer.
-        let bytes = if is_write {
-            r.wanted_out
-        } else {
-            r.wanted_out.min(u64::from(unit))
-        };
+        let (bytes, param) = r.fetch;
+        let is_write = !param;
         if r.imm {
             let Some(off) = c.imm_off else {
                 return false;
@@ -605,12 +457,13 @@ impl SrpPg {
                 };
                 b.set_window(start, bytes as usize);
                 let r = &mut c.reqs[slot as usize];
-                if let Some(io) = r.io.as_mut() {
+                if let Some(io) = r.exec.io.as_mut() {
                     let _ = io.bufs.try_push(b);
                 }
                 r.recv_lent = true;
                 r.moved_out = bytes;
-                r.stage = Stage::Submit;
+                r.exec.data_out_received();
+                r.stage = Stage::Core;
                 c.stats.write_bytes += bytes;
                 return true;
             }
@@ -622,17 +475,17 @@ impl SrpPg {
             let data = iu_bytes(&c.recv, c.rpad, srq_bufs(&self.devs, c.dev), rref, iu_len);
             let off = usize::from(off);
             let r = &mut c.reqs[slot as usize];
-            if let Some(mut b) = r.io.as_mut().and_then(|io| io.bufs.pop()) {
+            if let Some(b) = r.exec.io.as_mut().and_then(|io| io.bufs.last_mut()) {
                 b.reset();
                 let n = (bytes as usize).min(data.len().saturating_sub(off));
                 b.as_mut_slice()[..n].copy_from_slice(&data[off..off + n]);
-                r.param = Some(b);
             }
             r.moved_out = bytes;
-            r.stage = Stage::Submit;
+            r.exec.data_out_received();
+            r.stage = Stage::Core;
             return true;
         }
-        if !self.take_bufs(key, slot, units(bytes, unit)) {
+        if !self.take_bufs(key, slot, limits.units(bytes)) {
             return false;
         }
         let c = &mut self.chans[key as usize];
@@ -643,7 +496,7 @@ impl SrpPg {
             return false;
         };
         self.wrs.clear();
-        let local = r.io.as_ref().map_or(&[][..], |io| io.bufs.as_slice());
+        let local = r.exec.io.as_ref().map_or(&[][..], |io| io.bufs.as_slice());
         let built = xfer::segments(&cmd.data_out).and_then(|segs| {
             xfer::build(
                 &mut self.wrs,
@@ -662,9 +515,8 @@ impl SrpPg {
             Err(e) => {
                 let r = &mut c.reqs[slot as usize];
                 tracing::warn!("SRP channel {}: data-out descriptors refused: {e:?}", c.gid);
-                r.check(Sense::invalid_field_in_command_iu());
+                ScsiEngine::fail(core, &mut r.exec, Sense::invalid_field_in_command_iu());
                 r.stage = Stage::Respond;
-                self.release_admit(core, key, slot);
                 true
             }
             Ok(n) => {
@@ -770,175 +622,6 @@ impl SrpPg {
         }
     }
 
-    /// Starts the next bdev operation.
-    fn submit(&mut self, core: &mut PgCore, key: u16, slot: u16) -> bool {
-        let opts_unit = self.shared.opts.io_unit_size;
-        let max_io = u64::from(self.shared.opts.max_io_size);
-        let c = &self.chans[key as usize];
-        let sub = c.sub_id;
-        let r = &c.reqs[slot as usize];
-        let (Some(op), Some(lun)) = (r.op, r.lun) else {
-            return false;
-        };
-        let Some(info) = facts(self.sublus(sub).and_then(|l| l.info(lun))) else {
-            let r = &mut self.chans[key as usize].reqs[slot as usize];
-            r.check(Sense::lun_not_supported());
-            r.stage = Stage::Respond;
-            self.release_admit(core, key, slot);
-            return true;
-        };
-        let bs = u64::from(info.block_size);
-        let bdev_op = match op {
-            ScsiIo::Read { lba, blocks, .. } => {
-                if !self.take_bufs(key, slot, units(u64::from(blocks) * bs, opts_unit)) {
-                    return false;
-                }
-                BdevOp::Read {
-                    offset_blocks: lba,
-                    num_blocks: u64::from(blocks),
-                }
-            }
-            ScsiIo::Write { lba, blocks, fua } => BdevOp::Write {
-                offset_blocks: lba,
-                num_blocks: u64::from(blocks),
-                fua,
-            },
-            ScsiIo::Flush { .. } => {
-                if !info.write_cache {
-                    return self.good(core, key, slot);
-                }
-                BdevOp::Flush
-            }
-            ScsiIo::Unmap { param_len } => {
-                let r = &self.chans[key as usize].reqs[slot as usize];
-                let Some(lu) = self.sublus(sub).and_then(|l| l.lu(lun)) else {
-                    return false;
-                };
-                let params = r.param.as_ref().map_or(&[][..], |b| {
-                    let n = (param_len as usize).min(b.capacity());
-                    &b.as_slice()[..n]
-                });
-                match scsi::parse_unmap(lu, params) {
-                    Err(s) => {
-                        let r = &mut self.chans[key as usize].reqs[slot as usize];
-                        r.check(s);
-                        r.stage = Stage::Respond;
-                        self.release_admit(core, key, slot);
-                        return true;
-                    }
-                    Ok(mut ranges) => match ranges.nth(r.cursor as usize) {
-                        None => return self.good(core, key, slot),
-                        Some(range) => BdevOp::Unmap {
-                            offset_blocks: range.lba,
-                            num_blocks: u64::from(range.blocks),
-                        },
-                    },
-                }
-            }
-            ScsiIo::WriteSame {
-                lba,
-                blocks,
-                unmap,
-                ndob,
-            } => {
-                let r = &mut self.chans[key as usize].reqs[slot as usize];
-                if r.ws_mode == 0 {
-                    let zero = ndob
-                        || r.param.as_ref().is_none_or(|b| {
-                            b.as_slice()[..(bs as usize).min(b.capacity())]
-                                .iter()
-                                .all(|&x| x == 0)
-                        });
-                    r.ws_mode = if zero && unmap && info.unmap {
-                        1
-                    } else if zero && info.write_zeroes {
-                        2
-                    } else {
-                        3
-                    };
-                }
-                match r.ws_mode {
-                    1 => BdevOp::Unmap {
-                        offset_blocks: lba,
-                        num_blocks: u64::from(blocks),
-                    },
-                    2 => BdevOp::WriteZeroes {
-                        offset_blocks: lba,
-                        num_blocks: u64::from(blocks),
-                    },
-                    _ => {
-                        let left = u64::from(blocks) - r.cursor;
-                        let chunk = left.min(max_io / bs).max(1);
-                        let need = units(chunk * bs, opts_unit);
-                        let first = r.io.as_ref().is_some_and(|io| io.bufs.is_empty());
-                        if !self.take_bufs(key, slot, need) {
-                            return false;
-                        }
-                        let r = &mut self.chans[key as usize].reqs[slot as usize];
-                        if first {
-                            let pat: &[u8] = r
-                                .param
-                                .as_ref()
-                                .map_or(&[], |b| &b.as_slice()[..(bs as usize).min(b.capacity())]);
-                            if let Some(io) = r.io.as_mut() {
-                                for b in io.bufs.iter_mut() {
-                                    b.reset();
-                                    for blk in b.as_mut_slice().chunks_mut(bs as usize) {
-                                        if pat.len() == blk.len() {
-                                            blk.copy_from_slice(pat);
-                                        } else {
-                                            blk.fill(0);
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                        BdevOp::Write {
-                            offset_blocks: lba + r.cursor,
-                            num_blocks: chunk,
-                            fua: false,
-                        }
-                    }
-                }
-            }
-        };
-        let c = &mut self.chans[key as usize];
-        let r = &mut c.reqs[slot as usize];
-        let Some(mut io) = r.io.take() else {
-            return false;
-        };
-        io.op = bdev_op;
-        io.tag = token(key, slot, r.serial);
-        io.status = IoStatus::Pending;
-        let nsid = u32::from(lun) + 1;
-        match core.submit_io(sub, nsid, self.shared.index, io) {
-            Ok(()) => {
-                r.stage = Stage::Bdev;
-                false
-            }
-            Err(io) => {
-                r.io = Some(io);
-                if core.namespace(sub, nsid).is_none() {
-                    r.check(Sense::lun_not_supported());
-                    r.stage = Stage::Respond;
-                    self.release_admit(core, key, slot);
-                    return true;
-                }
-                let t = token(key, slot, r.serial);
-                self.bdev_retry.push_back(t);
-                false
-            }
-        }
-    }
-
-    fn good(&mut self, core: &mut PgCore, key: u16, slot: u16) -> bool {
-        let r = &mut self.chans[key as usize].reqs[slot as usize];
-        r.status = ScsiStatus::Good as u8;
-        r.stage = Stage::Respond;
-        self.release_admit(core, key, slot);
-        true
-    }
-
     /// A bdev I/O came back.
     pub(super) fn bdev_done(&mut self, core: &mut PgCore, io: Box<BdevIo>) {
         let (key, slot, serial) = untoken(io.tag);
@@ -956,63 +639,34 @@ impl SrpPg {
             tracing::error!("SRP: stale bdev completion (tag {:#x})", io.tag);
             return;
         }
-        let status = io.status;
-        let done_op = io.op;
-        r.io = Some(io);
-        // Immediate data: the receive buffer comes home.
-        return_lent_recv(&mut c.recv, r);
-        let Some(op) = r.op else {
-            return;
-        };
         if r.aborted {
-            r.stage = Stage::Submit;
-            self.release_admit(core, key, slot);
+            r.exec.io = Some(io);
+            // Immediate data: the receive buffer comes home.
+            return_lent_recv(&mut c.recv, r);
+            r.stage = Stage::Core;
+            ScsiEngine::abandon(core, &mut r.exec);
             return self.finish(core, key, slot, false);
         }
-        if status != IoStatus::Success {
+        if io.status != IoStatus::Success {
             tracing::warn!(
-                "SRP channel {}: bdev {:?} failed: {status:?}",
+                "SRP channel {}: bdev {:?} failed: {:?}",
                 c.gid,
-                done_op
+                io.op,
+                io.status
             );
-            r.check(io_sense(status, &op));
-            r.stage = Stage::Respond;
-            self.release_admit(core, key, slot);
-            return self.drive(core, key, slot);
         }
-        match op {
-            ScsiIo::Read { .. } => {
-                r.send_in = (r.wanted_in.min(u64::from(r.in_len))) as u32;
-                r.status = ScsiStatus::Good as u8;
-                r.stage = Stage::Respond;
-                c.stats.read_bytes += u64::from(r.send_in);
-                self.release_admit(core, key, slot);
-            }
-            ScsiIo::Unmap { .. } => {
-                r.cursor += 1;
-                r.stage = Stage::Submit;
-            }
-            ScsiIo::WriteSame { blocks, .. } => {
-                if r.ws_mode == 3 {
-                    if let BdevOp::Write { num_blocks, .. } = done_op {
-                        r.cursor += num_blocks;
-                    }
-                    if r.cursor < u64::from(blocks) {
-                        r.stage = Stage::Submit;
-                        return self.drive(core, key, slot);
-                    }
-                }
-                r.status = ScsiStatus::Good as u8;
-                r.stage = Stage::Respond;
-                self.release_admit(core, key, slot);
-            }
-            ScsiIo::Write { .. } | ScsiIo::Flush { .. } => {
-                r.status = ScsiStatus::Good as u8;
-                r.stage = Stage::Respond;
-                self.release_admit(core, key, slot);
-            }
+        let action = self.scsi.io_done(core, &mut r.exec, io);
+        // Immediate data: the receive buffer comes home (a write is one bdev operation).
+        return_lent_recv(&mut c.recv, r);
+        if action == ScsiAction::Respond
+            && r.exec.is_good()
+            && matches!(r.exec.op(), Some(ScsiIo::Read { .. }))
+        {
+            c.stats.read_bytes += u64::from(r.exec.data_in_len());
         }
-        self.drive(core, key, slot);
+        if self.apply(key, slot, action) {
+            self.drive(core, key, slot);
+        }
     }
 
     /// Posts the data-in RDMA WRITEs (if any) and the SRP_RSP.
@@ -1023,7 +677,8 @@ impl SrpPg {
         let wr_id = pack(kind::REQ, key, slot, serial);
         self.wrs.clear();
         let r = &c.reqs[slot as usize];
-        if r.send_in > 0 {
+        let data_in = r.exec.data_in_len();
+        if data_in > 0 {
             let built = match r.recv {
                 Some(rref) => {
                     let data =
@@ -1035,12 +690,16 @@ impl SrpPg {
                                 false,
                                 wr_id,
                                 xfer::Local {
-                                    bufs: r.io.as_ref().map_or(&[][..], |io| io.bufs.as_slice()),
+                                    bufs: r
+                                        .exec
+                                        .io
+                                        .as_ref()
+                                        .map_or(&[][..], |io| io.bufs.as_slice()),
                                     lkey,
                                     max_sge: c.max_sge,
                                 },
                                 segs,
-                                r.send_in,
+                                data_in,
                             )
                         }),
                         Err(_) => Err(XferError::ShortDescriptors),
@@ -1051,8 +710,7 @@ impl SrpPg {
             if let Err(e) = built {
                 tracing::warn!("SRP channel {}: data-in descriptors refused: {e:?}", c.gid);
                 let r = &mut c.reqs[slot as usize];
-                r.send_in = 0;
-                r.check(Sense::invalid_field_in_command_iu());
+                ScsiEngine::fail(core, &mut r.exec, Sense::invalid_field_in_command_iu());
             }
         }
         // Data-in already written in earlier rounds, and what this round may post.
@@ -1081,20 +739,21 @@ impl SrpPg {
         let r = &c.reqs[slot as usize];
         let delta = c.sm.credits_mut().response_delta();
         let tm_data = SrpRsp::tm_response_data(r.tm_code);
-        let sense = r.sense.map(|s| s.to_fixed());
+        let x = &r.exec;
+        let sense = x.sense().map(|s| s.to_fixed());
         let rsp = if r.tm {
             SrpRsp::task_mgmt(r.tag, delta, &tm_data)
         } else {
-            let ok = r.status == ScsiStatus::Good as u8;
+            let ok = x.is_good();
             let din = if ok {
-                Residual::compute(r.in_len, r.wanted_in)
+                Residual::compute(x.in_len(), x.wanted_in())
             } else {
-                Residual::compute(r.in_len, u64::from(r.send_in))
+                Residual::compute(x.in_len(), u64::from(x.data_in_len()))
             };
             let dout = if ok {
-                Residual::compute(r.out_len, r.wanted_out)
+                Residual::compute(x.out_len(), x.wanted_out())
             } else {
-                Residual::compute(r.out_len, r.moved_out)
+                Residual::compute(x.out_len(), r.moved_out)
             };
             SrpRsp {
                 solnt: crate::proto::rsp::solicited(r.sol_not, ok),
@@ -1103,7 +762,7 @@ impl SrpPg {
                 ..SrpRsp::scsi(
                     r.tag,
                     delta,
-                    r.status,
+                    x.status() as u8,
                     sense.as_ref().map_or(&[], |s| &s[..]),
                 )
             }
@@ -1172,10 +831,8 @@ impl SrpPg {
                     self.drive(core, key, slot);
                 }
                 Stage::Reading => {
-                    if !matches!(r.op, Some(ScsiIo::Write { .. })) {
-                        r.param = r.io.as_mut().and_then(|io| io.bufs.pop());
-                    }
-                    r.stage = Stage::Submit;
+                    r.exec.data_out_received();
+                    r.stage = Stage::Core;
                     self.drive(core, key, slot);
                 }
                 Stage::Sending => self.finish(core, key, slot, true),
@@ -1206,7 +863,7 @@ impl SrpPg {
             && r.sq_wrs == 0
         {
             // The response was posted (its credit is spent) but never arrived.
-            r.stage = Stage::Submit;
+            r.stage = Stage::Core;
         }
         self.maybe_finish_aborted(core, key, slot);
     }
@@ -1251,7 +908,7 @@ impl SrpPg {
             && r.sq_wrs == 0
             && matches!(
                 r.stage,
-                Stage::Reading | Stage::Writing | Stage::Submit | Stage::Sending
+                Stage::Reading | Stage::Writing | Stage::Core | Stage::Sending
             )
         {
             let responded = r.stage == Stage::Sending;
@@ -1261,12 +918,12 @@ impl SrpPg {
 
     /// Frees a request slot and everything it holds.
     pub(super) fn finish(&mut self, core: &mut PgCore, key: u16, slot: u16, responded: bool) {
-        self.release_admit(core, key, slot);
         let Some(c) = self.chans.get_mut(key as usize) else {
             return;
         };
         let dev = c.dev;
         let r = &mut c.reqs[slot as usize];
+        ScsiEngine::abandon(core, &mut r.exec);
         if r.stage == Stage::Free {
             return;
         }
@@ -1277,13 +934,13 @@ impl SrpPg {
         // A ring buffer lent for immediate data goes back to its ring, never to the pool.
         return_lent_recv(&mut c.recv, r);
         let d = &mut self.devs[dev];
-        if let Some(io) = r.io.as_mut() {
+        if let Some(io) = r.exec.io.as_mut() {
             for mut b in io.bufs.drain(..) {
                 b.reset();
                 d.data_free.push(b);
             }
         }
-        if let Some(mut b) = r.param.take() {
+        if let Some(mut b) = r.exec.take_param() {
             b.reset();
             d.data_free.push(b);
         }
@@ -1335,7 +992,7 @@ impl SrpPg {
         let gid = c.gid;
         let nexus = c.nexus;
         let lun = scsi::lun::decode(tmr.lun).ok();
-        let exists = lun.is_some_and(|l| self.sublus(sub).is_some_and(|s| s.lu(l).is_some()));
+        let exists = lun.is_some_and(|l| self.scsi.lu_exists(core, sub, l));
         let c = &mut self.chans[key as usize];
         let r = &mut c.reqs[slot as usize];
         r.tag = tmr.tag;
@@ -1546,7 +1203,7 @@ impl SrpPg {
                 }
                 true
             }
-            Stage::Admit | Stage::Exec | Stage::Fetch | Stage::Submit | Stage::Respond => {
+            Stage::Admit | Stage::Core | Stage::Fetch | Stage::Respond => {
                 if r.sq_wrs > 0 {
                     // Posted work (a failed response) still out: wait for it.
                     if let Some(w) = w
@@ -1582,24 +1239,6 @@ impl SrpPg {
             }
         }
     }
-}
-
-/// The namespace facts `submit` needs, copied out of the cache (no allocation).
-#[derive(Clone, Copy)]
-struct Facts {
-    block_size: u32,
-    write_cache: bool,
-    unmap: bool,
-    write_zeroes: bool,
-}
-
-fn facts(n: Option<&target_core::target::NsInfo>) -> Option<Facts> {
-    n.map(|n| Facts {
-        block_size: n.block_size,
-        write_cache: n.write_cache,
-        unmap: n.unmap,
-        write_zeroes: n.write_zeroes,
-    })
 }
 
 #[cfg(test)]

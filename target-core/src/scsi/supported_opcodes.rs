@@ -1,10 +1,10 @@
 //! REPORT SUPPORTED OPERATION CODES (SPC-4 6.35). Linux probes it (through
 //! `scsi_report_opcode`) to decide whether WRITE SAME may be used.
 
-use super::Outcome;
-use super::buf::DataIn;
+use super::Verdict;
 use super::cdb::{Cdb, op};
-use super::lu::LogicalUnit;
+use super::data_in::DataIn;
+use super::logical_unit::LogicalUnit;
 use super::sense::Sense;
 
 /// A supported command: opcode, service action, and the CDB usage bitmap (whose length is the
@@ -157,7 +157,7 @@ pub(crate) fn report_supported_opcodes(
     cdb: &Cdb<'_>,
     lu: &LogicalUnit,
     data_in: &mut [u8],
-) -> Outcome {
+) -> Verdict {
     let rctd = cdb.bit(2, 7);
     let options = cdb.u8(2) & 0x07;
     let req_op = cdb.u8(3);
@@ -180,19 +180,19 @@ pub(crate) fn report_supported_opcodes(
         }
         let len = u32::try_from(w.total() - 4).unwrap_or(u32::MAX);
         w.patch(0, &len.to_be_bytes());
-        return Outcome::DataIn { len: w.finish() };
+        return Verdict::DataIn { len: w.finish() };
     }
     let sa_match = match options {
         1 if has_service_actions(req_op) => {
-            return Outcome::CheckCondition(Sense::invalid_field_in_cdb(3, None));
+            return Verdict::CheckCondition(Sense::invalid_field_in_cdb(3, None));
         }
         1 => None,
         2 if !has_service_actions(req_op) => {
-            return Outcome::CheckCondition(Sense::invalid_field_in_cdb(3, None));
+            return Verdict::CheckCondition(Sense::invalid_field_in_cdb(3, None));
         }
         2 => Some(req_sa),
         3 => has_service_actions(req_op).then_some(req_sa),
-        _ => return Outcome::CheckCondition(Sense::invalid_field_in_cdb(2, Some(2))),
+        _ => return Verdict::CheckCondition(Sense::invalid_field_in_cdb(2, Some(2))),
     };
     let found = available
         .filter(|c| c.opcode == req_op)
@@ -213,7 +213,7 @@ pub(crate) fn report_supported_opcodes(
             w.be16(0);
         }
     }
-    Outcome::DataIn { len: w.finish() }
+    Verdict::DataIn { len: w.finish() }
 }
 
 /// `true` if the table lists `opcode` (with `sa`) for `lu` (used by tests to keep the table

@@ -1,38 +1,14 @@
-//! The shared controller object.
+//! The association: one NVMe-oF controller, shared by its admin queue and its I/O queues.
 
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 
 use super::DisconnectFn;
+use super::queue::QueueRef;
 use crate::nvme::{Connect, ConnectReject, Controller};
 use crate::reactor::Reactors;
 use crate::target::Subsystem;
-
-/// Names one queue of one transport on one reactor. `key` is the transport's own,
-/// generation-tagged connection key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct QueueRef {
-    /// The reactor (poll group) that owns the queue.
-    pub reactor: usize,
-    /// The transport's index.
-    pub transport: usize,
-    /// The transport's key for the connection.
-    pub key: u64,
-}
-
-impl QueueRef {
-    /// Sends a disconnect request for this queue to its reactor.
-    pub fn disconnect(&self, reactors: &Reactors, f: DisconnectFn) {
-        let (t, k) = (self.transport, self.key);
-        if let Err(e) = reactors.send_ctrl(self.reactor, move |ctx| f(ctx, t, k)) {
-            tracing::debug!(
-                "cannot send a queue disconnect to reactor {}: {e}",
-                self.reactor
-            );
-        }
-    }
-}
 
 struct State {
     ctrl: Controller,
@@ -40,13 +16,14 @@ struct State {
     closed: bool,
 }
 
-/// One NVMe-oF controller (association), registered with its subsystem under its CNTLID.
+/// One association: an NVMe-oF controller (the sans-I/O [`Controller`] state under a lock)
+/// with its admin queue and I/O queues, registered with its subsystem under its CNTLID.
 ///
 /// The admin queue's poll group owns it: it runs the admin commands, the keep-alive timer and
 /// the AERs. I/O queues on any reactor attach to it with their Connect and detach when they
 /// go; those are the only cross-reactor accesses, and they happen on the control path, under
 /// the lock.
-pub struct NvmfCtrlr {
+pub struct Association {
     cntlid: u16,
     subsystem: Arc<Subsystem>,
     admin: QueueRef,
@@ -55,9 +32,9 @@ pub struct NvmfCtrlr {
     state: Mutex<State>,
 }
 
-impl std::fmt::Debug for NvmfCtrlr {
+impl std::fmt::Debug for Association {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NvmfCtrlr")
+        f.debug_struct("Association")
             .field("cntlid", &self.cntlid)
             .field("subnqn", &self.subsystem.nqn())
             .field("hostnqn", &self.hostnqn)
@@ -65,7 +42,7 @@ impl std::fmt::Debug for NvmfCtrlr {
     }
 }
 
-impl NvmfCtrlr {
+impl Association {
     pub(super) fn new(
         ctrl: Controller,
         subsystem: Arc<Subsystem>,

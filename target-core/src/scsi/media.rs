@@ -3,12 +3,12 @@
 //! allocate.
 
 use super::cdb::{Cdb, op, read_be};
-use super::lu::LogicalUnit;
+use super::logical_unit::LogicalUnit;
 use super::sense::Sense;
-use super::{Outcome, ScsiIo};
+use super::{ScsiIo, Verdict};
 
 /// Decodes READ(6/10/12/16) and WRITE(6/10/12/16).
-pub(crate) fn read_write(cdb: &Cdb<'_>, lu: &LogicalUnit, data_out_len: u32) -> Outcome {
+pub(crate) fn read_write(cdb: &Cdb<'_>, lu: &LogicalUnit, data_out_len: u32) -> Verdict {
     let opc = cdb.opcode();
     let write = matches!(
         opc,
@@ -27,70 +27,70 @@ pub(crate) fn read_write(cdb: &Cdb<'_>, lu: &LogicalUnit, data_out_len: u32) -> 
     let fua = cdb.len() > 6 && cdb.bit(1, 3);
     // RDPROTECT / WRPROTECT: no protection information on these LUs.
     if cdb.len() > 6 && cdb.u8(1) & 0xE0 != 0 {
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(7)));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(7)));
     }
     if write && lu.read_only {
-        return Outcome::CheckCondition(Sense::write_protected());
+        return Verdict::CheckCondition(Sense::write_protected());
     }
     // Same order as LIO: the transfer length limit, then the LBA range.
     if blocks > lu.max_transfer_blocks {
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(len_byte, None));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(len_byte, None));
     }
     if !lu.in_range(lba, u64::from(blocks)) {
-        return Outcome::CheckCondition(Sense::lba_out_of_range());
+        return Verdict::CheckCondition(Sense::lba_out_of_range());
     }
     if write {
         // Like LIO: a WRITE whose data buffer disagrees with its transfer length is refused
         // rather than partially executed.
         if u64::from(data_out_len) != u64::from(blocks) * u64::from(lu.block_size) {
-            return Outcome::CheckCondition(Sense::invalid_field_in_command_iu());
+            return Verdict::CheckCondition(Sense::invalid_field_in_command_iu());
         }
         if blocks == 0 {
-            return Outcome::Good;
+            return Verdict::Good;
         }
-        return Outcome::Io(ScsiIo::Write { lba, blocks, fua });
+        return Verdict::Io(ScsiIo::Write { lba, blocks, fua });
     }
     if blocks == 0 {
-        return Outcome::Good;
+        return Verdict::Good;
     }
-    Outcome::Io(ScsiIo::Read { lba, blocks, fua })
+    Verdict::Io(ScsiIo::Read { lba, blocks, fua })
 }
 
 /// VERIFY(10/16) with BYTCHK = 0: a medium check that the bdev cannot do better than a range
 /// check.
-pub(crate) fn verify(cdb: &Cdb<'_>, lu: &LogicalUnit) -> Outcome {
+pub(crate) fn verify(cdb: &Cdb<'_>, lu: &LogicalUnit) -> Verdict {
     let (lba, blocks) = if cdb.opcode() == op::VERIFY_10 {
         (u64::from(cdb.be32(2)), u64::from(cdb.be16(7)))
     } else {
         (cdb.be64(2), u64::from(cdb.be32(10)))
     };
     if cdb.u8(1) & 0xE0 != 0 {
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(7)));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(7)));
     }
     if cdb.u8(1) & 0x06 != 0 {
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(2)));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(2)));
     }
     if !lu.in_range(lba, blocks) {
-        return Outcome::CheckCondition(Sense::lba_out_of_range());
+        return Verdict::CheckCondition(Sense::lba_out_of_range());
     }
-    Outcome::Good
+    Verdict::Good
 }
 
 /// SYNCHRONIZE CACHE(10/16).
-pub(crate) fn sync_cache(cdb: &Cdb<'_>, lu: &LogicalUnit) -> Outcome {
+pub(crate) fn sync_cache(cdb: &Cdb<'_>, lu: &LogicalUnit) -> Verdict {
     let (lba, blocks) = if cdb.opcode() == op::SYNCHRONIZE_CACHE_10 {
         (u64::from(cdb.be32(2)), u32::from(cdb.be16(7)))
     } else {
         (cdb.be64(2), cdb.be32(10))
     };
     if !lu.in_range(lba, u64::from(blocks)) {
-        return Outcome::CheckCondition(Sense::lba_out_of_range());
+        return Verdict::CheckCondition(Sense::lba_out_of_range());
     }
-    Outcome::Io(ScsiIo::Flush { lba, blocks })
+    Verdict::Io(ScsiIo::Flush { lba, blocks })
 }
 
 /// WRITE SAME(10/16).
-pub(crate) fn write_same(cdb: &Cdb<'_>, lu: &LogicalUnit, data_out_len: u32) -> Outcome {
+pub(crate) fn write_same(cdb: &Cdb<'_>, lu: &LogicalUnit, data_out_len: u32) -> Verdict {
     let sixteen = cdb.opcode() == op::WRITE_SAME_16;
     let (lba, blocks, len_byte) = if sixteen {
         (cdb.be64(2), cdb.be32(10), 10)
@@ -99,35 +99,35 @@ pub(crate) fn write_same(cdb: &Cdb<'_>, lu: &LogicalUnit, data_out_len: u32) -> 
     };
     let flags = cdb.u8(1);
     if flags & 0xE0 != 0 {
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(7)));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(7)));
     }
     if flags & 0x10 != 0 {
         // ANCHOR: anchored LBAs are not supported (ANC_SUP = 0).
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4)));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4)));
     }
     let unmap = flags & 0x08 != 0;
     let ndob = sixteen && flags & 0x01 != 0;
     if unmap && !lu.unmap {
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(3)));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(3)));
     }
     if lu.read_only {
-        return Outcome::CheckCondition(Sense::write_protected());
+        return Verdict::CheckCondition(Sense::write_protected());
     }
     if blocks == 0 {
         // WSNZ = 1 in the block limits page.
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(len_byte, None));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(len_byte, None));
     }
     if !lu.in_range(lba, u64::from(blocks)) {
-        return Outcome::CheckCondition(Sense::lba_out_of_range());
+        return Verdict::CheckCondition(Sense::lba_out_of_range());
     }
     if blocks > lu.max_write_same_blocks {
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(len_byte, None));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(len_byte, None));
     }
     let expected = if ndob { 0 } else { lu.block_size };
     if data_out_len != expected {
-        return Outcome::CheckCondition(Sense::invalid_field_in_command_iu());
+        return Verdict::CheckCondition(Sense::invalid_field_in_command_iu());
     }
-    Outcome::Io(ScsiIo::WriteSame {
+    Verdict::Io(ScsiIo::WriteSame {
         lba,
         blocks,
         unmap,
@@ -137,24 +137,24 @@ pub(crate) fn write_same(cdb: &Cdb<'_>, lu: &LogicalUnit, data_out_len: u32) -> 
 
 /// UNMAP: checks the CDB; the parameter list is parsed by [`parse_unmap`] once the transport
 /// has fetched it.
-pub(crate) fn unmap(cdb: &Cdb<'_>, lu: &LogicalUnit, data_out_len: u32) -> Outcome {
+pub(crate) fn unmap(cdb: &Cdb<'_>, lu: &LogicalUnit, data_out_len: u32) -> Verdict {
     if !lu.unmap {
-        return Outcome::CheckCondition(Sense::invalid_opcode());
+        return Verdict::CheckCondition(Sense::invalid_opcode());
     }
     if cdb.bit(1, 0) {
-        return Outcome::CheckCondition(Sense::invalid_field_in_cdb(1, Some(0)));
+        return Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(0)));
     }
     if lu.read_only {
-        return Outcome::CheckCondition(Sense::write_protected());
+        return Verdict::CheckCondition(Sense::write_protected());
     }
     let param_len = u32::from(cdb.be16(7));
     if param_len == 0 {
-        return Outcome::Good;
+        return Verdict::Good;
     }
     if param_len < 8 {
-        return Outcome::CheckCondition(Sense::param_list_length_error());
+        return Verdict::CheckCondition(Sense::param_list_length_error());
     }
-    Outcome::Io(ScsiIo::Unmap {
+    Verdict::Io(ScsiIo::Unmap {
         param_len: param_len.min(data_out_len),
     })
 }

@@ -6,11 +6,37 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 
-use super::TransportInfo;
-use super::ctrlr::{NvmfCtrlr, QueueRef};
-use super::exec::AerDone;
+use super::association::Association;
+use super::request::AerDone;
+use super::{DisconnectFn, TransportInfo};
 use crate::nvme::{Cqe, SglPolicy, Sqe, Status, SubsystemKind};
+use crate::reactor::Reactors;
 use crate::target::{AdrFam, ListenAddr, PgCore, SubsystemType, Target};
+
+/// Names one queue of one transport on one reactor. `key` is the transport's own,
+/// generation-tagged connection key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct QueueRef {
+    /// The reactor (poll group) that owns the queue.
+    pub reactor: usize,
+    /// The transport's index.
+    pub transport: usize,
+    /// The transport's key for the connection.
+    pub key: u64,
+}
+
+impl QueueRef {
+    /// Sends a disconnect request for this queue to its reactor.
+    pub fn disconnect(&self, reactors: &Reactors, f: DisconnectFn) {
+        let (t, k) = (self.transport, self.key);
+        if let Err(e) = reactors.send_ctrl(self.reactor, move |ctx| f(ctx, t, k)) {
+            tracing::debug!(
+                "cannot send a queue disconnect to reactor {}: {e}",
+                self.reactor
+            );
+        }
+    }
+}
 
 /// What a queue is, once connected.
 #[derive(Debug, Clone)]
@@ -18,9 +44,9 @@ pub enum QueueRole {
     /// No Connect yet: only a Connect is accepted.
     Unconnected,
     /// The admin queue of a controller (it owns the controller).
-    Admin(Arc<NvmfCtrlr>),
+    Admin(Arc<Association>),
     /// An I/O queue of a controller.
-    Io(Arc<NvmfCtrlr>),
+    Io(Arc<Association>),
 }
 
 /// One connection's NVMe state: role, queue id and size, submission queue head, subsystem, and
@@ -124,8 +150,8 @@ impl Queue {
         &self.role
     }
 
-    /// The controller, once connected.
-    pub fn controller(&self) -> Option<&Arc<NvmfCtrlr>> {
+    /// The association, once connected.
+    pub fn association(&self) -> Option<&Arc<Association>> {
         match &self.role {
             QueueRole::Admin(c) | QueueRole::Io(c) => Some(c),
             QueueRole::Unconnected => None,
@@ -145,7 +171,7 @@ impl Queue {
     /// Whether the connection belongs to `host` (NQN, compared byte for byte as the allow
     /// list does).
     pub fn host_matches(&self, host: &str) -> bool {
-        self.controller().is_some_and(|c| c.hostnqn() == host)
+        self.association().is_some_and(|c| c.hostnqn() == host)
     }
 
     /// Whether [`Queue::begin_close`] was called.
@@ -222,7 +248,7 @@ impl Queue {
             QueueRole::Admin(c)
                 if !self.closing && c.subsystem().kind() == SubsystemType::Discovery =>
             {
-                let genctr = super::discovery::build(target, c.hostnqn(), self).genctr;
+                let genctr = super::discovery_log::build(target, c.hostnqn(), self).genctr;
                 c.with(|c| c.discovery_log_generation(genctr))
                     .map(|a| AerDone {
                         cid: a.cid,
@@ -265,7 +291,7 @@ impl Queue {
 
     /// SPDK's `nvmf_subsystem_get_qpairs` entry for this queue.
     pub fn describe(&self, transport: &str) -> Value {
-        let (cntlid, hostnqn) = match self.controller() {
+        let (cntlid, hostnqn) = match self.association() {
             Some(c) => (Value::from(c.cntlid()), Value::from(c.hostnqn())),
             None => (Value::Null, Value::Null),
         };
@@ -294,7 +320,7 @@ impl Queue {
 
     /// Whether the subsystem is a discovery subsystem (for logs).
     pub fn is_discovery(&self) -> bool {
-        self.controller()
+        self.association()
             .is_some_and(|c| c.with(|c| c.kind() == SubsystemKind::Discovery))
     }
 }
@@ -328,7 +354,7 @@ mod tests {
     fn unconnected_queue_describes_itself() {
         let q = Queue::detached(0);
         assert!(q.is_admin());
-        assert!(q.controller().is_none());
+        assert!(q.association().is_none());
         assert!(!q.host_matches("x"));
         let d = q.describe("RDMA");
         assert_eq!(d["state"], "connecting");

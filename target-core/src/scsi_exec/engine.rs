@@ -1,0 +1,243 @@
+//! The SCSI exec layer of one transport on one poll group: the LU maps of the subsystems it
+//! serves, the device server's parameter-data workspace, and the driver that moves a request
+//! through admission, the device server and data-in.
+
+use super::lu_map::{LuLimits, LuMap};
+use super::nexus::ItNexus;
+use super::request::{Phase, ScsiAction, ScsiCommand, ScsiReq};
+use crate::bdev::BdevIo;
+use crate::scsi::{self, ScsiStatus, Sense, Verdict};
+use crate::target::{Admission, AdmitKind, PgCore};
+
+/// Bytes of the device server's parameter-data workspace: everything but a REPORT LUNS list of
+/// more than 8 K LUNs fits.
+const SCRATCH_LEN: usize = 64 << 10;
+
+/// The LU map of `subsystem` in `maps`, built on first use.
+pub(super) fn map_of<'m>(
+    maps: &'m mut Vec<Option<LuMap>>,
+    core: &PgCore,
+    subsystem: u32,
+    limits: LuLimits,
+) -> &'m LuMap {
+    let i = subsystem as usize;
+    if maps.len() <= i {
+        maps.resize_with(i + 1, || None);
+    }
+    maps[i].get_or_insert_with(|| LuMap::build(core, subsystem, limits))
+}
+
+/// The SCSI exec layer of one transport on one poll group.
+pub struct ScsiEngine {
+    pub(super) transport: usize,
+    pub(super) limits: LuLimits,
+    pub(super) maps: Vec<Option<LuMap>>,
+    scratch: Vec<u8>,
+}
+
+impl std::fmt::Debug for ScsiEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ScsiEngine")
+            .field("transport", &self.transport)
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl ScsiEngine {
+    /// The engine of the transport with index `transport` (admission tokens and bdev tags
+    /// carry it), its logical units sized by `limits`.
+    pub fn new(transport: usize, limits: LuLimits) -> Self {
+        ScsiEngine {
+            transport,
+            limits,
+            maps: Vec::new(),
+            scratch: vec![0; SCRATCH_LEN],
+        }
+    }
+
+    /// The limits the logical units are sized by.
+    pub fn limits(&self) -> LuLimits {
+        self.limits
+    }
+
+    /// The namespaces of `subsystem` changed, or the subsystem is going away: its LU map is
+    /// rebuilt when next needed.
+    pub fn invalidate(&mut self, subsystem: u32) {
+        if let Some(m) = self.maps.get_mut(subsystem as usize) {
+            *m = None;
+        }
+    }
+
+    /// The LU map of `subsystem`, built on first use.
+    pub fn map(&mut self, core: &PgCore, subsystem: u32) -> &LuMap {
+        map_of(&mut self.maps, core, subsystem, self.limits)
+    }
+
+    /// Whether a logical unit is mapped at `lun` of `subsystem`.
+    pub fn lu_exists(&mut self, core: &PgCore, subsystem: u32, lun: u16) -> bool {
+        self.map(core, subsystem).get(lun).is_some()
+    }
+
+    /// Starts `cmd` in `req` (which forgets its previous command): the next
+    /// [`ScsiEngine::drive`] asks for admission.
+    pub fn start(&mut self, core: &PgCore, req: &mut ScsiReq, cmd: &ScsiCommand<'_>) {
+        req.reset();
+        let has_lu = cmd
+            .lun
+            .is_some_and(|l| self.lu_exists(core, cmd.subsystem, l));
+        let n = cmd.cdb.len().min(req.cdb.len());
+        req.cdb[..n].copy_from_slice(&cmd.cdb[..n]);
+        req.cdb_len = n as u8;
+        req.token = cmd.token;
+        req.sub = cmd.subsystem;
+        req.lun = cmd.lun;
+        req.in_len = cmd.data_in_len;
+        req.out_len = cmd.data_out_len;
+        req.admit_kind = match cmd.lun {
+            Some(l) if has_lu => AdmitKind::Io(u32::from(l) + 1),
+            _ => AdmitKind::Mgmt,
+        };
+        req.phase = Phase::Admit;
+    }
+
+    /// Moves a request on until the transport must act.
+    pub fn drive(&mut self, core: &mut PgCore, nexus: &ItNexus, req: &mut ScsiReq) -> ScsiAction {
+        match req.phase {
+            Phase::Admit => self.admit(core, nexus, req),
+            Phase::Exec => self.exec(core, nexus, req),
+            Phase::DataOut => self.fetch(req),
+            Phase::Submit => self.submit(core, req),
+            Phase::Bdev => ScsiAction::Submitted,
+            Phase::Done => ScsiAction::Respond,
+        }
+    }
+
+    /// Gives back what a request holds in the poll group (its admission), for a request that
+    /// ends without a response (aborted, or its session gone).
+    pub fn abandon(core: &mut PgCore, req: &mut ScsiReq) {
+        if let Some(k) = req.admitted.take() {
+            core.release(req.sub, k);
+        }
+    }
+
+    /// Ends the command with CHECK CONDITION and `sense`, no data-in, and gives back its
+    /// admission: for what the transport finds wrong itself (a malformed IU, data descriptors
+    /// it cannot use). The transport then responds.
+    pub fn fail(core: &mut PgCore, req: &mut ScsiReq, sense: Sense) {
+        req.fail(sense);
+        Self::abandon(core, req);
+    }
+
+    /// A bdev I/O of this request came back. The transport handles an aborted request itself
+    /// (put the I/O back in `req.io`, [`ScsiEngine::abandon`]).
+    pub fn io_done(&mut self, core: &mut PgCore, req: &mut ScsiReq, io: Box<BdevIo>) -> ScsiAction {
+        self.completed(core, req, io)
+    }
+
+    /// Ends the command with `status` so far decided (GOOD or CHECK CONDITION), giving back
+    /// the admission.
+    pub(super) fn respond(core: &mut PgCore, req: &mut ScsiReq) -> ScsiAction {
+        req.phase = Phase::Done;
+        Self::abandon(core, req);
+        ScsiAction::Respond
+    }
+
+    fn admit(&mut self, core: &mut PgCore, nexus: &ItNexus, req: &mut ScsiReq) -> ScsiAction {
+        match core.admit(req.sub, req.admit_kind, self.transport, req.token) {
+            Admission::Go => req.admitted = Some(req.admit_kind),
+            Admission::Queued => return ScsiAction::Queued,
+            Admission::InvalidNamespace => {
+                // The LU map is older than the poll group's: the namespace went away.
+                req.no_lu = true;
+                self.invalidate(req.sub);
+            }
+            Admission::Inactive => {
+                req.fail(Sense::not_ready(0x00));
+                return ScsiAction::Respond;
+            }
+        }
+        req.phase = Phase::Exec;
+        self.exec(core, nexus, req)
+    }
+
+    /// Runs the device server.
+    fn exec(&mut self, core: &mut PgCore, nexus: &ItNexus, req: &mut ScsiReq) -> ScsiAction {
+        let map = map_of(&mut self.maps, core, req.sub, self.limits);
+        let lu = if req.no_lu {
+            None
+        } else {
+            req.lun.and_then(|l| map.lu(l))
+        };
+        let ctx = scsi::TargetContext {
+            port: &nexus.port,
+            luns: map.luns(),
+        };
+        let cmd = scsi::Command {
+            cdb: &req.cdb[..usize::from(req.cdb_len)],
+            data_out_len: req.out_len,
+        };
+        let verdict = scsi::execute(lu, &ctx, &cmd, &mut self.scratch);
+        let bs = lu.map_or(512, |l| l.block_size);
+        match verdict {
+            Verdict::Good => req.status = ScsiStatus::Good,
+            Verdict::CheckCondition(s) => req.check(s),
+            Verdict::DataIn { len } => {
+                let n = len.min(req.in_len);
+                req.wanted_in = u64::from(len);
+                req.status = ScsiStatus::Good;
+                if n > 0 {
+                    let need = self.limits.units(u64::from(n));
+                    let Some(io) = req.io.as_mut() else {
+                        req.check(Sense::internal_target_failure());
+                        return Self::respond(core, req);
+                    };
+                    if io.bufs.len() < need {
+                        // The device server runs again once the buffers are there.
+                        return ScsiAction::NeedBuffers(need);
+                    }
+                    let mut done = 0usize;
+                    for b in io.bufs.iter_mut() {
+                        let k = (n as usize - done).min(b.capacity());
+                        b.reset();
+                        b.as_mut_slice()[..k].copy_from_slice(&self.scratch[done..done + k]);
+                        done += k;
+                    }
+                    req.data_in = n;
+                }
+            }
+            Verdict::Io(op) => {
+                req.op = Some(op);
+                req.wanted_in = op.data_in_len(bs);
+                req.wanted_out = op.data_out_len(bs);
+                if req.wanted_out > 0 {
+                    req.phase = Phase::DataOut;
+                    return self.fetch(req);
+                }
+                req.phase = Phase::Submit;
+                if let scsi::ScsiIo::Read { blocks, .. } = op {
+                    // The data buffers first (a read's usual wait), before building the bdev
+                    // operation.
+                    let need = self.limits.units(u64::from(blocks) * u64::from(bs));
+                    if req.io.as_ref().is_some_and(|io| io.bufs.len() < need) {
+                        return ScsiAction::NeedBuffers(need);
+                    }
+                }
+                return self.submit(core, req);
+            }
+        }
+        Self::respond(core, req)
+    }
+
+    /// What data-out to move.
+    fn fetch(&self, req: &ScsiReq) -> ScsiAction {
+        let write = matches!(req.op, Some(scsi::ScsiIo::Write { .. }));
+        // Parameter data (UNMAP list, WRITE SAME pattern) goes to one buffer.
+        let len = if write {
+            req.wanted_out
+        } else {
+            req.wanted_out.min(u64::from(self.limits.io_unit_size))
+        };
+        ScsiAction::FetchDataOut { len, param: !write }
+    }
+}

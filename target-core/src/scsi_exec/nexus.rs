@@ -1,0 +1,55 @@
+//! The I_T nexus a command came through, as the SCSI exec layer sees it.
+
+use crate::reservation::{InitiatorPort, Nexus};
+use crate::scsi::TargetPort;
+
+/// One I_T nexus: the initiator port and the target port it logged in through. A SCSI
+/// transport keeps one per session (SRP: per channel, built from its LOGIN_REQ) and passes it
+/// with every command.
+///
+/// This is where the per-nexus SCSI state goes as it is wired: the unit attention queue per
+/// LU (`scsi::ua::UaQueue`, which must be shared by every channel of the nexus, so it will sit
+/// behind an `Arc` the transport's session registry hands out, checked per command through a
+/// "nothing pending" flag), and the cached reservation standing per volume
+/// (`reservation::CachedStanding`, keyed by [`ItNexus::identity`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ItNexus {
+    /// The initiator port (for SRP the 16-byte initiator port id of LOGIN_REQ).
+    pub initiator: InitiatorPort,
+    /// The target port (VPD 0x83 target-port designators; its relative port id is the one
+    /// reservations and ALUA name it by).
+    pub port: TargetPort,
+}
+
+impl ItNexus {
+    /// The nexus as reservations identify it: the initiator port through one relative target
+    /// port.
+    pub fn identity(&self) -> Nexus {
+        Nexus {
+            initiator: self.initiator,
+            relative_target_port: self.port.relative_port,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scsi::PROTOCOL_ID_SRP;
+
+    #[test]
+    fn the_identity_is_the_initiator_port_through_the_relative_target_port() {
+        let n = ItNexus {
+            initiator: InitiatorPort::srp([7; 16]),
+            port: TargetPort {
+                protocol_id: PROTOCOL_ID_SRP,
+                relative_port: 3,
+                port_id: Some([9; 16]),
+            },
+        };
+        let id = n.identity();
+        assert_eq!(id.initiator.id, [7; 16]);
+        assert_eq!(id.initiator.protocol_id, PROTOCOL_ID_SRP);
+        assert_eq!(id.relative_target_port, 3);
+    }
+}
