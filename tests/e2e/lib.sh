@@ -40,6 +40,8 @@
 : "${E2E_NETNS_GUEST_IP:=}"                   # this guest's address on that NIC (10.78.0.2)
 : "${E2E_NETNS_PREFIXLEN:=}"
 : "${E2E_NETNS_DEV:=}"                        # the NIC (ns0)
+: "${E2E_BINDSRC_LIB:=/opt/rtgt/lib/libe2e-bindsrc.so}"   # with_src_addr's LD_PRELOAD shim
+export E2E_BINDSRC_LIB
 export E2E_HOME E2E_IP E2E_PREFIXLEN E2E_NETDEV E2E_RDMA_DEV E2E_SRP_HOST E2E_HOSTID E2E_HOSTNQN \
   E2E_BIN E2E_SCENARIO E2E_LOGDIR E2E_TRACE RTGT RTGT_SOCK RTGT_LOG RTGT_NVME_PORT \
   NVMET_PEER_NQN NVMET_PEER_PORT SRPT_PEER_PORT RTGT_SRP_PORT E2E_NETNS_HOST_IP E2E_NETNS_GUEST_IP \
@@ -668,6 +670,21 @@ srp_logout_all() {
 }
 e2e__no_srp_ports() { [ -z "$(srp_hosts)" ]; }
 e2e__no_srp_scsi_hosts() { ! grep -qx ib_srp /sys/class/scsi_host/host*/proc_name 2> /dev/null; }
+
+# --- Source addresses ------------------------------------------------------------------------
+# with_src_addr ADDR CMD...: run CMD with every IPv4 TCP connection it makes leaving from ADDR
+# (an address of the guest, e.g. one of $CEPH_GW_ADDRS), through the LD_PRELOAD shim
+# tools/bindsrc.c. librados has no option that does this; its client address (what
+# `ceph osd blocklist` and `ceph_host partition` act on) is then ADDR. In the background, run
+# it as `{ with_src_addr ADDR CMD... || exit $?; } &`: a function's failure in a background
+# job would otherwise become the scenario's failure reason (the ERR trap), even if expected.
+with_src_addr() {
+  local a=$1; shift
+  [ -f "$E2E_BINDSRC_LIB" ] || fail "no $E2E_BINDSRC_LIB in the guest"
+  # no `ip | grep -q` here: under pipefail, grep quitting early makes ip's SIGPIPE a failure
+  [[ $(ip -o addr show) == *" $a/"* ]] || fail "with_src_addr: $a is not an address of the guest"
+  env LD_PRELOAD="$E2E_BINDSRC_LIB${LD_PRELOAD:+:$LD_PRELOAD}" E2E_BIND_SRC="$a" "$@"
+}
 
 # --- TCP from the guest (bash /dev/tcp; busybox's static wget crashes) ----------------------
 # http_get HOST PORT PATH [SECS]: HTTP/1.0 GET; prints the body. Returns status 1 unless the
