@@ -12,12 +12,14 @@
 //! reads reach the OSD) when missing, with the `rbd` tool; `--no-create` uses an existing image
 //! and never runs `rbd` (the e2e guest has librbd but no Ceph tools).
 //!
-//! For the e2e scenarios (tests/e2e/scenarios/07-ceph-reach.sh) it is also a small librbd client
-//! with a clear outcome: it prints `client_addr ADDR` (what `ceph osd blocklist add` takes)
-//! first; `--verify-mib N` writes the first N MiB with a pattern unique to the run, reads them
-//! back and compares; `--progress` prints a line a second; `--exit-on-error` stops at the first
-//! failed I/O and says which errno and when. Exit status: 0 all I/O succeeded, 1 an I/O failed
-//! or data did not verify, 3 stopped by `--exit-on-error`.
+//! For the e2e scenarios (tests/e2e/scenarios/07-ceph-reach.sh, 08-ceph-cephx.sh) it is also a
+//! small librbd client with a clear outcome: it prints `client_addr ADDR` (what `ceph osd
+//! blocklist add` takes) first; `--verify-mib N` writes the first N MiB with a pattern unique to
+//! the run, reads them back and compares; `--progress` prints a line a second; `--exit-on-error`
+//! stops at the first failed I/O and says which errno and when. `--id` and `--key-file` are
+//! `bdev_rbd_register_cluster`'s `user_id` and `key_file`. Exit status: 0 all I/O succeeded, 1
+//! the cluster or image could not be used, an I/O failed or data did not verify, 3 stopped by
+//! `--exit-on-error`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::RefCell;
@@ -78,6 +80,7 @@ struct Args {
     config: Vec<(String, String)>,
     no_create: bool,
     id: Option<String>,
+    key_file: Option<String>,
     verify_mib: u64,
     progress: bool,
     exit_on_error: bool,
@@ -100,6 +103,7 @@ fn parse() -> Args {
         config: Vec::new(),
         no_create: false,
         id: None,
+        key_file: None,
         verify_mib: 0,
         progress: false,
         exit_on_error: false,
@@ -125,6 +129,7 @@ fn parse() -> Args {
             "--rounds" => a.rounds = v().parse().expect("--rounds"),
             "--no-create" => a.no_create = true,
             "--id" => a.id = Some(v()),
+            "--key-file" => a.key_file = Some(v()),
             "--verify-mib" => a.verify_mib = v().parse().expect("--verify-mib"),
             "--progress" => a.progress = true,
             "--exit-on-error" => a.exit_on_error = true,
@@ -139,8 +144,9 @@ fn parse() -> Args {
                      [--rw randread|randwrite] [--qd N] [--bs N] [--seconds N] [--idle-us N (0: \
                      never sleep)] [--skip-rbd-bench] [--rounds N (alternating with rbd bench; \
                      medians; 0: none)] [--config key=value (a librados option of the bdev's \
-                     cluster)]... [--id USER (without client.)] [--no-create (never run rbd)] \
-                     [--verify-mib N (write, read back and compare the first N MiB first)] \
+                     cluster)]... [--id USER (without client.)] [--key-file KEYRING (the \
+                     cluster's key_file)] [--no-create (never run rbd)] [--verify-mib N \
+                     (write, read back and compare the first N MiB first)] \
                      [--progress (a line a second)] [--exit-on-error (exit 3 at the first \
                      failed I/O)]"
                 );
@@ -545,6 +551,7 @@ fn main() {
         config_file: Some(conf.clone()),
         config_param: (!a.config.is_empty()).then(|| bdev_rbd::ConfMap(a.config.clone())),
         user_id: a.id.clone(),
+        key_file: a.key_file.clone(),
         ..RegisterCluster::default()
     })
     .unwrap_or_else(|e| die(&format!("bdev_rbd_register_cluster: {e}")));
