@@ -88,7 +88,7 @@ verify_image e2e2 4 > /dev/null
 # --- partition one source address, then heal --------------------------------------------------
 w=$E2E_LOGDIR/partition-writer.log
 log "writer on e2e0 from $GW_ADDR, OSD timeout 5 s"
-{ with_src_addr "$GW_ADDR" "${RBD_BENCH[@]}" --image e2e0 --rw randwrite --qd 8 --seconds 40 \
+{ with_src_addr "$GW_ADDR" "${RBD_BENCH[@]}" --image e2e0 --rw randwrite --qd 8 --seconds 30 \
     --rounds 1 --progress --config rados_osd_op_timeout=5 > "$w" 2>&1 || exit $?; } &
 wpid=$!
 wait_for 60 grep -q '^progress .* ios [1-9]' "$w"
