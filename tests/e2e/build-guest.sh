@@ -287,33 +287,33 @@ ensure_base() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# e2e-rpc client (cached by source hash)
+# Small tools compiled from tests/e2e/tools/ (cached by source hash)
 # ---------------------------------------------------------------------------------------------
-ensure_rpc_client() {
-  local src="$E2E_DIR/tools/e2e-rpc.rs" h out
+# cached_compile SRC STEM SUFFIX COMPILER [ARGS...]: runs `COMPILER ARGS... -o OUT SRC` once per
+# source hash, OUT being $CACHE/tools/STEM-<hash>SUFFIX; prints OUT.
+cached_compile() {
+  local src=$1 stem=$2 suffix=$3 h out
+  shift 3
   h=$(sha256sum "$src" | cut -c1-12)
-  out="$CACHE/tools/e2e-rpc-$h"
-  if [ ! -x "$out" ]; then
+  out="$CACHE/tools/$stem-$h$suffix"
+  if [ ! -e "$out" ]; then
     mkdir -p "$CACHE/tools"
-    "${RUSTC:-rustc}" --edition 2021 -C opt-level=2 -C strip=symbols -o "$out.tmp.$$" "$src" >&2 \
-      || die "compiling $src failed"
+    "$@" -o "$out.tmp.$$" "$src" >&2 || die "compiling $src failed"
     mv "$out.tmp.$$" "$out"
   fi
   echo "$out"
 }
 
-# The LD_PRELOAD shim behind lib.sh's with_src_addr (tools/bindsrc.c), cached by source hash.
+# The e2e-rpc client.
+ensure_rpc_client() {
+  cached_compile "$E2E_DIR/tools/e2e-rpc.rs" e2e-rpc "" \
+    "${RUSTC:-rustc}" --edition 2021 -C opt-level=2 -C strip=symbols
+}
+
+# The LD_PRELOAD shim behind lib.sh's with_src_addr (tools/bindsrc.c; dlsym is in glibc >= 2.34).
 ensure_bindsrc() {
-  local src="$E2E_DIR/tools/bindsrc.c" h out
-  h=$(sha256sum "$src" | cut -c1-12)
-  out="$CACHE/tools/libe2e-bindsrc-$h.so"
-  if [ ! -f "$out" ]; then
-    mkdir -p "$CACHE/tools"
-    "${CC:-cc}" -shared -fPIC -O2 -Wall -Werror -o "$out.tmp.$$" "$src" -ldl >&2 \
-      || die "compiling $src failed"
-    mv "$out.tmp.$$" "$out"
-  fi
-  echo "$out"
+  cached_compile "$E2E_DIR/tools/bindsrc.c" libe2e-bindsrc .so \
+    "${CC:-cc}" -shared -fPIC -O2 -Wall -Werror
 }
 
 # ---------------------------------------------------------------------------------------------
