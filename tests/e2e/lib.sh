@@ -711,7 +711,7 @@ ceph_require() {
 
 # ceph_host COMMAND [ARG...]: one command on the host-side cluster through the control channel
 # (scenarios/netns/ceph-control.py: blocklist_add ADDR [SECS], blocklist_rm ADDR, blocklist_ls,
-# osd_stop, osd_start, mon_stop, mon_start, osd_epoch, status, rbd_create IMAGE SIZE [FEATURES],
+# osd_stop, osd_start, mon_stop, mon_start, status, rbd_create IMAGE SIZE [FEATURES],
 # rbd_resize IMAGE SIZE, rbd_rm IMAGE, rbd_info IMAGE, rbd_status IMAGE, rbd_ls,
 # partition IPV4, heal IPV4|all, partitions, ping, help). Prints the command's output; returns
 # its exit status (2: refused by the channel, 255: no answer within 150 s). Logged to

@@ -6,7 +6,9 @@
 # channel sees its writes fail (ESHUTDOWN, within seconds) while a new client works, and works
 # again after the entry is removed; a client cut off by a partition of its own source address
 # (with_src_addr, the gateways' addresses) gets ETIMEDOUT after its OSD timeout and resumes
-# after the heal; with the OSD stopped I/O fails, after it restarts data verifies again.
+# after the heal; with the OSD stopped I/O fails, after it restarts data verifies again; with
+# the monitor stopped a new client is refused within rtgt's connect timeout, naming the
+# monitor, and works after it restarts. A client that exited holds no watch on its image.
 # With CEPH_REACH_BENCH_SECS=N (run.sh --env) it also measures 4K QD32 IOPS (not asserted).
 # e2e-netns: netns/ceph.sh
 # e2e-timeout: 300
@@ -54,6 +56,9 @@ t0=$(uptime_s)
 out=$(verify_image e2e0 16)
 log "verified 16 MiB on e2e0 in $(secs "$t0" "$(uptime_s)")s (process start, connect, open, write, read)"
 assert_match "$out" "client_addr $E2E_NETNS_GUEST_IP:0/[0-9]+" "the client's address (ns0's address)"
+# rbd_bench closed the image before exiting: no watcher left (the next client's first write
+# would otherwise wait ~30 s for the stale watch to time out)
+assert_contains "$(ceph_host_ok rbd_status e2e0)" "Watchers: none" "e2e0's watchers after rbd_bench exited"
 ceph_host_ok rbd_create reach1 32M > /dev/null
 verify_image reach1 8 > /dev/null
 ceph_host_ok rbd_resize reach1 48M > /dev/null
@@ -125,6 +130,22 @@ printf '%s\n' "$out" >> "$E2E_LOGDIR/rbd_bench.log"
 assert_contains "$out" "Connection timed out" "rbd_bench with the OSD stopped"
 log "with the OSD stopped: $(tail -n 1 <<< "$out" | head -c 200)"
 ceph_host_ok osd_start > /dev/null
+verify_image e2e0 4 > /dev/null
+
+# --- the monitor stopped: a new client is refused in bounded time, naming it ------------------
+ceph_host_ok mon_stop > /dev/null
+t0=$(uptime_s)
+rc=0; out=$("${RBD_BENCH[@]}" --image e2e0 --verify-mib 1 --rounds 0 2>&1) || rc=$?
+took=$(secs "$t0" "$(uptime_s)")
+printf '%s\n' "$out" >> "$E2E_LOGDIR/rbd_bench.log"
+[ "$rc" = 1 ] || fail "rbd_bench with the monitor stopped: exit status $rc, expected 1: $(tail -n 2 <<< "$out" | tr '\n' ' ')"
+assert_contains "$out" "bdev_rbd_register_cluster: cluster 'bench': cannot connect to the Ceph monitors at $CEPH_MON_HOST" \
+  "rbd_bench with the monitor stopped"
+awk -v t="$took" 'BEGIN { exit !(t < 20) }' || fail "with the monitor stopped, refused only after ${took}s"
+log "with the monitor stopped: refused in ${took}s: $(grep -m1 'bdev_rbd_register_cluster' <<< "$out" | head -c 200)"
+ceph_host_ok mon_start > /dev/null
+serves_io() { ceph_host status > /dev/null; }
+poll_until 60 serves_io || fail "the cluster does not serve I/O 60 s after the monitor restarted"
 verify_image e2e0 4 > /dev/null
 
 # --- 4K QD32 IOPS (figures only) --------------------------------------------------------------

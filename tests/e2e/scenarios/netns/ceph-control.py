@@ -51,7 +51,6 @@ COMMANDS = {
     "blocklist_rm": ([ADDR], lambda a: ceph("osd", "blocklist", "rm", a),
                      "blocklist_rm ADDR: ceph osd blocklist rm"),
     "blocklist_ls": ([], lambda: ceph("osd", "blocklist", "ls"), "blocklist_ls: ceph osd blocklist ls"),
-    "osd_epoch": ([], lambda: ceph("osd", "stat", "--format", "json"), "osd_epoch: ceph osd stat (JSON, with the OSD map's epoch)"),
     "osd_stop": ([], lambda: cluster_sh("osd-stop"), "osd_stop: stop the OSD (its data is kept)"),
     "osd_start": ([], lambda: cluster_sh("osd-start"), "osd_start: start it, wait until the pool serves I/O"),
     "mon_stop": ([], lambda: cluster_sh("mon-stop"), "mon_stop: stop the monitor"),
