@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_PKGS="libibverbs-dev librdmacm-dev libclang-dev pkg-config librbd-dev librados-dev"
-TEST_PKGS="qemu-system-x86 busybox-static cpio iproute2 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils nvme-cli fio kmod xz-utils python3 ceph-mon ceph-osd ceph-common"
+TEST_PKGS="qemu-system-x86 busybox-static cpio iproute2 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils nvme-cli fio kmod xz-utils python3 nftables ceph-mon ceph-osd ceph-common"
 pkgs="$BUILD_PKGS"
 [ "${1:-}" = "--build-only" ] || pkgs="$pkgs $TEST_PKGS"
 

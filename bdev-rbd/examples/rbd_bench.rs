@@ -9,17 +9,27 @@
 //!
 //! `--start-cluster` starts a throw-away cluster with scripts/ceph-cluster.sh (and stops it at
 //! the end); otherwise `--conf` names a running one. The image is created (and filled, so that
-//! reads reach the OSD) when missing.
+//! reads reach the OSD) when missing, with the `rbd` tool; `--no-create` uses an existing image
+//! and never runs `rbd` (the e2e guest has librbd but no Ceph tools).
+//!
+//! For the e2e scenarios (tests/e2e/scenarios/07-ceph-reach.sh, 08-ceph-cephx.sh) it is also a
+//! small librbd client with a clear outcome: it prints `client_addr ADDR` (what `ceph osd
+//! blocklist add` takes) first; `--verify-mib N` writes the first N MiB with a pattern unique to
+//! the run, reads them back and compares; `--progress` prints a line a second; `--exit-on-error`
+//! stops at the first failed I/O and says which errno and when. `--id` and `--key-file` are
+//! `bdev_rbd_register_cluster`'s `user_id` and `key_file`. Exit status: 0 all I/O succeeded, 1
+//! the cluster or image could not be used, an I/O failed or data did not verify, 3 stopped by
+//! `--exit-on-error`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::RefCell;
 use std::process::Command;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU8, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use bdev_rbd::params::{Create, RegisterCluster};
+use bdev_rbd::params::{ClusterName, Create, Delete, RegisterCluster};
 use bdev_rbd::{RbdModule, RbdOptions};
 use iobuf::IoBuf;
 use target_core::bdev::{BdevIo, BdevOp, BdevRegistry, IoStatus};
@@ -68,6 +78,12 @@ struct Args {
     skip_rbd_bench: bool,
     rounds: usize,
     config: Vec<(String, String)>,
+    no_create: bool,
+    id: Option<String>,
+    key_file: Option<String>,
+    verify_mib: u64,
+    progress: bool,
+    exit_on_error: bool,
 }
 
 fn parse() -> Args {
@@ -85,6 +101,12 @@ fn parse() -> Args {
         skip_rbd_bench: false,
         rounds: 3,
         config: Vec::new(),
+        no_create: false,
+        id: None,
+        key_file: None,
+        verify_mib: 0,
+        progress: false,
+        exit_on_error: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(k) = it.next() {
@@ -105,6 +127,12 @@ fn parse() -> Args {
             }
             "--skip-rbd-bench" => a.skip_rbd_bench = true,
             "--rounds" => a.rounds = v().parse().expect("--rounds"),
+            "--no-create" => a.no_create = true,
+            "--id" => a.id = Some(v()),
+            "--key-file" => a.key_file = Some(v()),
+            "--verify-mib" => a.verify_mib = v().parse().expect("--verify-mib"),
+            "--progress" => a.progress = true,
+            "--exit-on-error" => a.exit_on_error = true,
             "--config" => {
                 let kv = v();
                 let (k, val) = kv.split_once('=').expect("--config key=value");
@@ -115,7 +143,12 @@ fn parse() -> Args {
                     "rbd_bench [--conf F | --start-cluster] [--pool P] [--image I] [--size-mib N] \
                      [--rw randread|randwrite] [--qd N] [--bs N] [--seconds N] [--idle-us N (0: \
                      never sleep)] [--skip-rbd-bench] [--rounds N (alternating with rbd bench; \
-                     medians)] [--config key=value (a librados option of the bdev's cluster)]..."
+                     medians; 0: none)] [--config key=value (a librados option of the bdev's \
+                     cluster)]... [--id USER (without client.)] [--key-file KEYRING (the \
+                     cluster's key_file)] [--no-create (never run rbd)] [--verify-mib N \
+                     (write, read back and compare the first N MiB first)] \
+                     [--progress (a line a second)] [--exit-on-error (exit 3 at the first \
+                     failed I/O)]"
                 );
                 std::process::exit(0);
             }
@@ -187,6 +220,206 @@ struct Shared {
     run: AtomicBool,
     /// The queue is empty while paused.
     idle: AtomicBool,
+    /// The errno of the first failed I/O (0: none yet) and when it completed
+    /// (`target_core::reactor::instant_ns`).
+    first_errno: AtomicI32,
+    first_error_ns: AtomicU64,
+}
+
+impl Shared {
+    /// Counts a completion; remembers the first failure.
+    fn completed(&self, status: IoStatus, now_ns: u64, submitted_ns: u64) {
+        if status != IoStatus::Success {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+            self.first_error(status, now_ns);
+        }
+        self.ios.fetch_add(1, Ordering::Relaxed);
+        self.lat_ns
+            .fetch_add(now_ns.saturating_sub(submitted_ns), Ordering::Relaxed);
+    }
+
+    fn first_error(&self, status: IoStatus, now_ns: u64) {
+        let e = match status {
+            IoStatus::Error(e) => e,
+            _ => libc::EIO,
+        };
+        if self
+            .first_errno
+            .compare_exchange(0, e, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.first_error_ns.store(now_ns, Ordering::Release);
+        }
+    }
+}
+
+/// Seconds since boot (/proc/uptime), the clock the e2e scenarios log with.
+fn uptime() -> f64 {
+    std::fs::read_to_string("/proc/uptime")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// The guest's uptime when the first error happened, and its errno, if one did.
+fn first_error(sh: &Shared) -> Option<(i32, f64)> {
+    let e = sh.first_errno.load(Ordering::Acquire);
+    if e == 0 {
+        return None;
+    }
+    let at = sh.first_error_ns.load(Ordering::Acquire);
+    let ago = target_core::reactor::instant_ns(Instant::now()).saturating_sub(at);
+    Some((e, uptime() - ago as f64 / 1e9))
+}
+
+/// The 8-byte word `word` of block `block` in the verify pattern of run `seed`.
+fn pattern_word(seed: u64, block: u64, word: u64) -> u64 {
+    (block.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ seed).rotate_left((word % 64) as u32) ^ word
+}
+
+fn fill_pattern(buf: &mut [u8], seed: u64, block: u64) {
+    for (w, chunk) in buf.chunks_exact_mut(8).enumerate() {
+        chunk.copy_from_slice(&pattern_word(seed, block, w as u64).to_le_bytes());
+    }
+}
+
+fn matches_pattern(buf: &[u8], seed: u64, block: u64) -> bool {
+    buf.chunks_exact(8)
+        .enumerate()
+        .all(|(w, c)| c == pattern_word(seed, block, w as u64).to_le_bytes())
+}
+
+/// The verify pass: shared between its poller and main.
+struct Verify {
+    /// 0 writing, 1 reading, 2 done.
+    phase: AtomicU8,
+    mismatches: AtomicU64,
+    first_mismatch: AtomicU64,
+    results: Shared,
+}
+
+/// Writes blocks `0..blocks` with a pattern unique to this run, reads them back and compares,
+/// `qd` at a time, on reactor 0. Returns the number of mismatched blocks, or the first I/O
+/// error, or a timeout.
+fn verify(
+    reactors: &Reactors,
+    bdevs: &Arc<BdevRegistry>,
+    name: &str,
+    blocks: u64,
+    bs: usize,
+    qd: usize,
+) -> Result<u64, String> {
+    let seed = (std::process::id() as u64) << 32 ^ uptime().to_bits();
+    let v = Arc::new(Verify {
+        phase: AtomicU8::new(0),
+        mismatches: AtomicU64::new(0),
+        first_mismatch: AtomicU64::new(u64::MAX),
+        results: Shared {
+            ios: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            lat_ns: AtomicU64::new(0),
+            run: AtomicBool::new(true),
+            idle: AtomicBool::new(false),
+            first_errno: AtomicI32::new(0),
+            first_error_ns: AtomicU64::new(0),
+        },
+    });
+    let bdev = bdevs.get(name).ok_or("no bdev")?;
+    let (reg, vv) = (Arc::clone(bdevs), Arc::clone(&v));
+    reactors
+        .send_ctrl(0, move |ctx| {
+            let ch = Rc::new(RefCell::new(reg.open_channel(&bdev).unwrap()));
+            let fd = ch.borrow().wake_fd().unwrap();
+            let mut free: Vec<Box<BdevIo>> = (0..qd)
+                .map(|i| {
+                    let mut io = Box::new(BdevIo::new(BdevOp::Flush, i as u64));
+                    io.bufs.push(IoBuf::alloc(bs).unwrap());
+                    io
+                })
+                .collect();
+            let (mut next, mut done) = (0u64, 0u64);
+            let arm_ch = Rc::clone(&ch);
+            ctx.poller("rbd-verify")
+                .wake_fd(fd)
+                .arm(move |_| arm_ch.borrow_mut().arm())
+                .register(move |ctx| {
+                    let now_ns = target_core::reactor::instant_ns(ctx.now());
+                    let reading = vv.phase.load(Ordering::Relaxed) == 1;
+                    let mut c = ch.borrow_mut();
+                    let n = c.poll_at(now_ns, &mut |io| {
+                        if io.status == IoStatus::Success
+                            && reading
+                            && !matches_pattern(io.bufs[0].as_slice(), seed, io.tag)
+                        {
+                            vv.mismatches.fetch_add(1, Ordering::Relaxed);
+                            vv.first_mismatch.fetch_min(io.tag, Ordering::Relaxed);
+                        }
+                        vv.results.completed(io.status, now_ns, io.submitted_ns);
+                        done += 1;
+                        free.push(io);
+                    });
+                    if vv.phase.load(Ordering::Relaxed) == 2 {
+                        return PollStatus::from_count(n);
+                    }
+                    while next < blocks {
+                        let Some(mut io) = free.pop() else { break };
+                        io.tag = next;
+                        io.op = if reading {
+                            BdevOp::Read {
+                                offset_blocks: next,
+                                num_blocks: 1,
+                            }
+                        } else {
+                            fill_pattern(io.bufs[0].as_mut_slice(), seed, next);
+                            BdevOp::Write {
+                                offset_blocks: next,
+                                num_blocks: 1,
+                                fua: false,
+                            }
+                        };
+                        io.status = IoStatus::Pending;
+                        if let Err(back) = c.submit_at(io, now_ns) {
+                            free.push(back);
+                            break;
+                        }
+                        next += 1;
+                    }
+                    if done == blocks {
+                        (next, done) = (0, 0);
+                        vv.phase
+                            .store(if reading { 2 } else { 1 }, Ordering::Release);
+                    }
+                    PollStatus::from_count(n)
+                });
+        })
+        .map_err(|e| format!("reactor: {e:?}"))?;
+    // librados fails an I/O after its OSD timeout (20 s by default): allow a few of them.
+    let deadline = Instant::now() + Duration::from_secs(60) + Duration::from_millis(blocks);
+    while v.phase.load(Ordering::Acquire) != 2 {
+        if Instant::now() > deadline {
+            return Err(format!(
+                "the verify pass did not finish in time (phase {}, {} I/Os done)",
+                v.phase.load(Ordering::Acquire),
+                v.results.ios.load(Ordering::Relaxed)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if let Some((e, at)) = first_error(&v.results) {
+        return Err(format!(
+            "{} of {} I/Os failed, the first with errno {e} ({}) at uptime {at:.2}",
+            v.results.errors.load(Ordering::Relaxed),
+            2 * blocks,
+            bdev_rbd::strerror(e)
+        ));
+    }
+    if v.mismatches.load(Ordering::Relaxed) > 0 {
+        eprintln!(
+            "verify: first mismatched block {}",
+            v.first_mismatch.load(Ordering::Relaxed)
+        );
+    }
+    Ok(v.mismatches.load(Ordering::Relaxed))
 }
 
 /// `rbd bench` with the benchmark's parameters; its IOPS.
@@ -220,6 +453,43 @@ fn rbd_bench(a: &Args, conf: &str, spec: &str) -> f64 {
         .expect("rbd bench output")
 }
 
+/// Deletes the bdev, unregisters the cluster and waits (up to 10 s) until the image is closed
+/// and the handle is the last reference, then disconnects: an image left open keeps its
+/// exclusive lock and header watch, and the next client's first write waits ~30 s for the
+/// watch to time out.
+fn close_all(m: &RbdModule, bdevs: &BdevRegistry, cluster: Arc<bdev_rbd::rados::Cluster>) {
+    if let Err(e) = m.delete_bdev(
+        bdevs,
+        Delete {
+            name: "bench0".into(),
+        },
+    ) {
+        eprintln!("deleting the bdev: {e}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut registered = true;
+    while Instant::now() < deadline {
+        if registered {
+            registered = m
+                .unregister_cluster(ClusterName {
+                    name: "bench".into(),
+                })
+                .is_err();
+        }
+        if !registered && Arc::strong_count(&cluster) == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(cluster);
+}
+
+/// Exits with status 1 and a message (the cluster could not be used).
+fn die(msg: &str) -> ! {
+    println!("{msg}");
+    std::process::exit(1);
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.total_cmp(b));
     v[v.len() / 2]
@@ -249,7 +519,7 @@ fn main() {
         a.conf.clone().expect("--conf or --start-cluster")
     };
     let spec = format!("{}/{}", a.pool, a.image);
-    if !rbd(&conf, &["ls", &a.pool]).lines().any(|l| l == a.image) {
+    if !a.no_create && !rbd(&conf, &["ls", &a.pool]).lines().any(|l| l == a.image) {
         rbd(
             &conf,
             &["create", &spec, "--size", &format!("{}M", a.size_mib)],
@@ -280,9 +550,17 @@ fn main() {
         name: "bench".into(),
         config_file: Some(conf.clone()),
         config_param: (!a.config.is_empty()).then(|| bdev_rbd::ConfMap(a.config.clone())),
+        user_id: a.id.clone(),
+        key_file: a.key_file.clone(),
         ..RegisterCluster::default()
     })
-    .expect("register");
+    .unwrap_or_else(|e| die(&format!("bdev_rbd_register_cluster: {e}")));
+    let cluster = Arc::clone(m.cluster("bench").expect("registered").cluster());
+    println!(
+        "client_addr {} instance {}",
+        cluster.addrs().unwrap_or_else(|e| format!("? ({e})")),
+        cluster.instance_id()
+    );
     let bdevs = BdevRegistry::new();
     m.create_bdev(
         &bdevs,
@@ -295,7 +573,7 @@ fn main() {
             ..Create::default()
         },
     )
-    .expect("create");
+    .unwrap_or_else(|e| die(&format!("bdev_rbd_create: {e}")));
     let mut cfg = ReactorConfig::with_count(1);
     cfg.idle_sleep_after = a.idle_us.map(Duration::from_micros);
     let reactors = Reactors::start(cfg).expect("reactor");
@@ -305,7 +583,26 @@ fn main() {
         lat_ns: AtomicU64::new(0),
         run: AtomicBool::new(false),
         idle: AtomicBool::new(true),
+        first_errno: AtomicI32::new(0),
+        first_error_ns: AtomicU64::new(0),
     });
+    if a.verify_mib > 0 {
+        let blocks = a.verify_mib * (1 << 20) / a.bs as u64;
+        match verify(&reactors, &bdevs, "bench0", blocks, a.bs, a.qd) {
+            Ok(0) => println!(
+                "verify: {blocks} blocks of {} bytes written, read back and compared: ok",
+                a.bs
+            ),
+            Ok(bad) => {
+                println!("verify: {bad} of {blocks} blocks read back differ");
+                std::process::exit(1);
+            }
+            Err(e) => {
+                println!("verify: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
     let bdev = bdevs.get("bench0").unwrap();
     let blocks = bdev.num_blocks();
     let (reg, sh, qd, bs, write) = (
@@ -338,12 +635,7 @@ fn main() {
                     let now_ns = target_core::reactor::instant_ns(ctx.now());
                     let mut c = ch.borrow_mut();
                     let n = c.poll_at(now_ns, &mut |io| {
-                        if io.status != IoStatus::Success {
-                            sh.errors.fetch_add(1, Ordering::Relaxed);
-                        }
-                        sh.ios.fetch_add(1, Ordering::Relaxed);
-                        sh.lat_ns
-                            .fetch_add(now_ns.saturating_sub(io.submitted_ns), Ordering::Relaxed);
+                        sh.completed(io.status, now_ns, io.submitted_ns);
                         free.borrow_mut().push(io);
                     });
                     if !sh.run.load(Ordering::Relaxed) {
@@ -411,7 +703,30 @@ fn main() {
             threads_cpu_ns("msgr-worker"),
         );
         let t0 = Instant::now();
-        std::thread::sleep(Duration::from_secs(a.seconds));
+        let mut tick = t0;
+        while t0.elapsed() < Duration::from_secs(a.seconds) {
+            std::thread::sleep(Duration::from_millis(20));
+            if a.exit_on_error
+                && let Some((e, at)) = first_error(&shared)
+            {
+                println!(
+                    "first I/O error: errno {e} ({}) at uptime {at:.2}, after {} I/Os",
+                    bdev_rbd::strerror(e),
+                    shared.ios.load(Ordering::Relaxed)
+                );
+                std::process::exit(3);
+            }
+            if a.progress && tick.elapsed() >= Duration::from_secs(1) {
+                tick += Duration::from_secs(1);
+                println!(
+                    "progress uptime {:.2} ios {} errors {} first_errno {}",
+                    uptime(),
+                    shared.ios.load(Ordering::Relaxed),
+                    shared.errors.load(Ordering::Relaxed),
+                    shared.first_errno.load(Ordering::Relaxed)
+                );
+            }
+        }
         let secs = t0.elapsed().as_secs_f64();
         let ios = shared.ios.load(Ordering::Relaxed) - ios0;
         let lat = shared.lat_ns.load(Ordering::Relaxed) - lat0;
@@ -442,18 +757,29 @@ fn main() {
     while !shared.idle.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(10));
     }
-    let mo = median(ours);
-    print!(
-        "median of {} rounds: rtgt bdev {mo:.0} IOPS (reactor idle sleep after {:?} us)",
-        a.rounds, a.idle_us
-    );
-    if !theirs.is_empty() {
-        let mt = median(theirs);
-        print!(", rbd bench {mt:.0} IOPS, ratio {:.2}", mo / mt);
+    if !ours.is_empty() {
+        let mo = median(ours);
+        print!(
+            "median of {} rounds: rtgt bdev {mo:.0} IOPS (reactor idle sleep after {:?} us)",
+            a.rounds, a.idle_us
+        );
+        if !theirs.is_empty() {
+            let mt = median(theirs);
+            print!(", rbd bench {mt:.0} IOPS, ratio {:.2}", mo / mt);
+        }
+        println!();
     }
-    println!();
     reactors.stop();
+    close_all(&m, &bdevs, cluster);
     if a.start_cluster {
         let _ = Command::new(script()).args(["stop", &dir]).status();
+    }
+    let errors = shared.errors.load(Ordering::Relaxed);
+    if let Some((e, at)) = first_error(&shared) {
+        println!(
+            "{errors} I/Os failed, the first with errno {e} ({}) at uptime {at:.2}",
+            bdev_rbd::strerror(e)
+        );
+        std::process::exit(1);
     }
 }

@@ -14,8 +14,13 @@
 #    ${RTGT_E2E_CACHE:-$HOME/.cache/rtgt-e2e}/base-<kernel version>-<hash>, where the hash covers
 #    this script and the versions of the Debian packages the files come from.
 # 2. The *overlay* archive (fresh every run): the guest /init, lib.sh, the scenarios, the rtgt
-#    binary, the e2e-rpc client, and the extra binaries listed in the scenario directory's
-#    guest-bins.txt and in $RTGT_E2E_BINS, each with its shared libraries.
+#    binary, the e2e-rpc client, the with_src_addr shim (tools/bindsrc.c), and the extra
+#    binaries listed in the scenario directory's guest-bins.txt and in $RTGT_E2E_BINS, each
+#    with its shared libraries. A binary linked with librbd (rbd_bench, rtgt built with RBD)
+#    brings librbd, librados and libceph-common (RUNPATH .../ceph) this way; a Ceph 16 client
+#    loads no plugin at run time with auth none or cephx (checked with strace: only
+#    openssl.cnf, which is optional): the compressor plugins are needed only with messenger
+#    compression (ms_osd_compress_mode), which the scenarios do not use.
 #
 # Writes OUTDIR/vmlinuz and OUTDIR/initrd.img. Installs missing host packages with apt-get
 # when it runs as root (CI does); otherwise it names what to install and fails.
@@ -282,19 +287,33 @@ ensure_base() {
 }
 
 # ---------------------------------------------------------------------------------------------
-# e2e-rpc client (cached by source hash)
+# Small tools compiled from tests/e2e/tools/ (cached by source hash)
 # ---------------------------------------------------------------------------------------------
-ensure_rpc_client() {
-  local src="$E2E_DIR/tools/e2e-rpc.rs" h out
+# cached_compile SRC STEM SUFFIX COMPILER [ARGS...]: runs `COMPILER ARGS... -o OUT SRC` once per
+# source hash, OUT being $CACHE/tools/STEM-<hash>SUFFIX; prints OUT.
+cached_compile() {
+  local src=$1 stem=$2 suffix=$3 h out
+  shift 3
   h=$(sha256sum "$src" | cut -c1-12)
-  out="$CACHE/tools/e2e-rpc-$h"
-  if [ ! -x "$out" ]; then
+  out="$CACHE/tools/$stem-$h$suffix"
+  if [ ! -e "$out" ]; then
     mkdir -p "$CACHE/tools"
-    "${RUSTC:-rustc}" --edition 2021 -C opt-level=2 -C strip=symbols -o "$out.tmp.$$" "$src" >&2 \
-      || die "compiling $src failed"
+    "$@" -o "$out.tmp.$$" "$src" >&2 || die "compiling $src failed"
     mv "$out.tmp.$$" "$out"
   fi
   echo "$out"
+}
+
+# The e2e-rpc client.
+ensure_rpc_client() {
+  cached_compile "$E2E_DIR/tools/e2e-rpc.rs" e2e-rpc "" \
+    "${RUSTC:-rustc}" --edition 2021 -C opt-level=2 -C strip=symbols
+}
+
+# The LD_PRELOAD shim behind lib.sh's with_src_addr (tools/bindsrc.c; dlsym is in glibc >= 2.34).
+ensure_bindsrc() {
+  cached_compile "$E2E_DIR/tools/bindsrc.c" libe2e-bindsrc .so \
+    "${CC:-cc}" -shared -fPIC -O2 -Wall -Werror
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -333,6 +352,8 @@ build_overlay() {
   [ -n "$config" ] && install -m 0644 "$config" "$root/opt/rtgt/e2e/config"
   rpc=$(ensure_rpc_client)
   copy_bin "$root" "$rpc" /bin && mv "$root/bin/$(basename "$rpc")" "$root/bin/e2e-rpc"
+  mkdir -p "$root/opt/rtgt/lib"
+  install -m 0644 "$(ensure_bindsrc)" "$root/opt/rtgt/lib/libe2e-bindsrc.so"
   if [ -n "$rtgt" ]; then
     copy_bin "$root" "$rtgt" /bin
     [ "$(basename "$rtgt")" = rtgt ] || mv "$root/bin/$(basename "$rtgt")" "$root/bin/rtgt"

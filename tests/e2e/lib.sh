@@ -40,6 +40,13 @@
 : "${E2E_NETNS_GUEST_IP:=}"                   # this guest's address on that NIC (10.78.0.2)
 : "${E2E_NETNS_PREFIXLEN:=}"
 : "${E2E_NETNS_DEV:=}"                        # the NIC (ns0)
+# Set by the Ceph namespace hook (scenarios/netns/ceph.sh); empty otherwise.
+: "${CEPH_MON_HOST:=}"                        # v2:10.78.0.1:3300
+: "${CEPH_CONTROL:=}"                         # the control channel, 10.78.0.1:7300 (ceph_host)
+: "${CEPH_CONF:=/etc/ceph/ceph.conf}"         # written at boot by ceph_guest_setup
+export CEPH_MON_HOST CEPH_CONTROL CEPH_CONF
+: "${E2E_BINDSRC_LIB:=/opt/rtgt/lib/libe2e-bindsrc.so}"   # with_src_addr's LD_PRELOAD shim
+export E2E_BINDSRC_LIB
 export E2E_HOME E2E_IP E2E_PREFIXLEN E2E_NETDEV E2E_RDMA_DEV E2E_SRP_HOST E2E_HOSTID E2E_HOSTNQN \
   E2E_BIN E2E_SCENARIO E2E_LOGDIR E2E_TRACE RTGT RTGT_SOCK RTGT_LOG RTGT_NVME_PORT \
   NVMET_PEER_NQN NVMET_PEER_PORT SRPT_PEER_PORT RTGT_SRP_PORT E2E_NETNS_HOST_IP E2E_NETNS_GUEST_IP \
@@ -668,6 +675,88 @@ srp_logout_all() {
 }
 e2e__no_srp_ports() { [ -z "$(srp_hosts)" ]; }
 e2e__no_srp_scsi_hosts() { ! grep -qx ib_srp /sys/class/scsi_host/host*/proc_name 2> /dev/null; }
+
+# --- Ceph cluster on the host side (scenarios/netns/ceph.sh) --------------------------------
+# ceph_guest_setup: /etc/ceph/ceph.conf for the cluster the hook started (monitor, fsid, auth)
+# and, with cephx, the keyring of client.$CEPH_CLIENT_ID. /init calls it at boot when the hook
+# set CEPH_MON_HOST. Client logs go to $E2E_BOOT_DIR/ceph/ (host-visible); no admin socket.
+ceph_guest_setup() {
+  local auth=${CEPH_AUTH:-none} id=${CEPH_CLIENT_ID:-rtgt}
+  mkdir -p /etc/ceph "${E2E_BOOT_DIR:-/out}/ceph"
+  {
+    echo "# Written by lib.sh's ceph_guest_setup for the cluster of scenarios/netns/ceph.sh."
+    echo "[global]"
+    echo "fsid = ${CEPH_FSID:-}"
+    echo "mon_host = $CEPH_MON_HOST"
+    echo "auth_cluster_required = $auth"
+    echo "auth_service_required = $auth"
+    echo "auth_client_required = $auth"
+    echo "admin_socket ="
+    echo "log_file = ${E2E_BOOT_DIR:-/out}/ceph/\$name.\$pid.log"
+    echo "[client]"
+    echo "keyring = /etc/ceph/ceph.\$name.keyring"
+  } > "$CEPH_CONF"
+  if [ -n "${CEPH_CLIENT_KEY:+set}" ]; then
+    # without xtrace (/init traces the boot into boot.log): the key stays out of the logs
+    ( set +x; umask 077; printf '[client.%s]\n\tkey = %s\n' "$id" "$CEPH_CLIENT_KEY" > "/etc/ceph/ceph.client.$id.keyring" ) 2> /dev/null
+  fi
+}
+
+# ceph_require: fail unless the guest runs with the Ceph namespace hook.
+ceph_require() {
+  [ -n "$CEPH_MON_HOST" ] && [ -n "$CEPH_CONTROL" ] \
+    || fail "no Ceph cluster: this scenario needs '# e2e-netns: netns/ceph.sh' (or netns/ceph-cephx.sh)"
+  [ -s "$CEPH_CONF" ] || fail "no $CEPH_CONF (ceph_guest_setup did not run at boot; see boot.log)"
+}
+
+# ceph_host COMMAND [ARG...]: one command on the host-side cluster through the control channel
+# (scenarios/netns/ceph-control.py: blocklist_add ADDR [SECS], blocklist_rm ADDR, blocklist_ls,
+# osd_stop, osd_start, mon_stop, mon_start, status, rbd_create IMAGE SIZE [FEATURES],
+# rbd_resize IMAGE SIZE, rbd_rm IMAGE, rbd_info IMAGE, rbd_status IMAGE, rbd_ls,
+# partition IPV4, heal IPV4|all, partitions, ping, help). Prints the command's output; returns
+# its exit status (2: refused by the channel, 255: no answer within 150 s). Logged to
+# $E2E_LOGDIR/ceph-host.log.
+ceph_host() {
+  local out rc line
+  [ -n "$CEPH_CONTROL" ] || { echo "ceph_host: no control channel (CEPH_CONTROL is empty)" >&2; return 255; }
+  out=$(timeout 150 bash -c 'exec 3<> "/dev/tcp/${1%:*}/${1##*:}" || exit 1
+    printf "%s\n" "$2" >&3
+    cat <&3' bash "$CEPH_CONTROL" "$*" 2>&1) || true
+  line=$(tail -n 1 <<< "$out")
+  if [[ $line =~ ^EXIT\ ([0-9]+)$ ]]; then
+    rc=${BASH_REMATCH[1]}
+    out=$(sed '$d' <<< "$out")
+  else
+    rc=255
+    out="ceph_host $*: no answer from the control channel at $CEPH_CONTROL: $out"
+  fi
+  printf '[%s] >> %s\n%s\n<< exit %s\n' "$(uptime_s)" "$*" "$out" "$rc" >> "$E2E_LOGDIR/ceph-host.log"
+  [ -z "$out" ] || printf '%s\n' "$out"
+  return "$rc"
+}
+
+# ceph_host_ok COMMAND [ARG...]: ceph_host that fails the scenario unless the command succeeds.
+ceph_host_ok() {
+  local out rc=0
+  out=$(ceph_host "$@") || rc=$?
+  [ "$rc" = 0 ] || fail "ceph_host $* failed (status $rc): $(head -c 300 <<< "$out")"
+  [ -z "$out" ] || printf '%s\n' "$out"
+}
+
+# --- Source addresses ------------------------------------------------------------------------
+# with_src_addr ADDR CMD...: run CMD with every IPv4 TCP connection it makes leaving from ADDR
+# (an address of the guest, e.g. one of $CEPH_GW_ADDRS), through the LD_PRELOAD shim
+# tools/bindsrc.c. librados has no option that does this; its client address (what
+# `ceph osd blocklist` and `ceph_host partition` act on) is then ADDR. In the background, run
+# it as `{ with_src_addr ADDR CMD... || exit $?; } &`: a function's failure in a background
+# job would otherwise become the scenario's failure reason (the ERR trap), even if expected.
+with_src_addr() {
+  local a=$1; shift
+  [ -f "$E2E_BINDSRC_LIB" ] || fail "no $E2E_BINDSRC_LIB in the guest"
+  # no `ip | grep -q` here: under pipefail, grep quitting early makes ip's SIGPIPE a failure
+  [[ $(ip -o addr show) == *" $a/"* ]] || fail "with_src_addr: $a is not an address of the guest"
+  env LD_PRELOAD="$E2E_BINDSRC_LIB${LD_PRELOAD:+:$LD_PRELOAD}" E2E_BIND_SRC="$a" "$@"
+}
 
 # --- TCP from the guest (bash /dev/tcp; busybox's static wget crashes) ----------------------
 # http_get HOST PORT PATH [SECS]: HTTP/1.0 GET; prints the body. Returns status 1 unless the
