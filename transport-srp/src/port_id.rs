@@ -128,6 +128,13 @@ pub fn host_matches(host: &str, initiator: &PortId, peer: Option<IpAddr>) -> boo
         || peer.is_some_and(|p| host.trim().parse::<IpAddr>().is_ok_and(|h| h == p))
 }
 
+/// Whether a host entry of a namespace (`nvmf_ns_add_host`) names the initiator of a SCSI
+/// nexus, for masking: by the initiator port id in any of its spellings. An IP address entry
+/// names none (masking follows the initiator, not the address it connects from).
+pub fn host_names_nexus(host: &str, nexus: &target_core::scsi_exec::ItNexus) -> bool {
+    host_matches(host, &PortId(nexus.initiator.id), None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

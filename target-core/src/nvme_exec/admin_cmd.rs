@@ -53,7 +53,15 @@ pub(super) fn execute(
         }
     }
     let sub = Arc::clone(ctrl.subsystem());
-    let namespaces: Vec<NamespaceView> = cx.core.namespaces(sub_id).map(namespace_view).collect();
+    // Only the namespaces this controller's host sees are active for it (masking): the
+    // others are absent from the active list and Identify answers zeroes for them.
+    let host = ctrl.hostnqn();
+    let namespaces: Vec<NamespaceView> = cx
+        .core
+        .namespaces(sub_id)
+        .filter(|n| n.visible_to(host))
+        .map(namespace_view)
+        .collect();
     let (serial, model, max_namespaces) =
         sub.with_config(|c| (c.serial.clone(), c.model.clone(), c.ns_limit()));
     let disc = sub.kind() == SubsystemType::Discovery;
@@ -169,6 +177,7 @@ mod tests {
             write_zeroes: false,
             compare: true,
             writable: false,
+            visible_hosts: None,
         };
         let v = namespace_view(&n);
         assert_eq!((v.nsid, v.block_size, v.num_blocks), (3, 4096, 10));

@@ -26,7 +26,15 @@ pub(super) fn execute(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) ->
         return complete(q, req, Status::INTERNAL_ERROR);
     };
     let nsid = req.sqe.nsid();
-    let ns = cx.core.namespace(sub, nsid).map(namespace_view);
+    // A namespace the controller's host does not see is not active for it: Invalid
+    // Namespace or Format, as for an NSID nothing is behind.
+    let ns = cx
+        .core
+        .namespace(sub, nsid)
+        .filter(|n| {
+            n.visible_hosts.is_none() || q.association().is_some_and(|c| n.visible_to(c.hostnqn()))
+        })
+        .map(namespace_view);
     let cmd = match io::decode(
         &req.sqe,
         ns.as_ref(),

@@ -2,7 +2,7 @@
 //! serves, the device server's parameter-data workspace, and the driver that moves a request
 //! through admission, the device server and data-in.
 
-use super::lu_map::{LuLimits, LuMap};
+use super::lu_map::{LuLimits, LuMap, MappedLu};
 use super::nexus::ItNexus;
 use super::request::{Phase, ScsiAction, ScsiCommand, ScsiReq};
 use crate::bdev::BdevIo;
@@ -27,11 +27,34 @@ pub(super) fn map_of<'m>(
     maps[i].get_or_insert_with(|| LuMap::build(core, subsystem, limits))
 }
 
+/// Whether a host entry (of `nvmf_ns_add_host`) names the initiator of a nexus. The transport
+/// knows how its initiators are spelled (SRP: several forms of the initiator port id).
+pub type HostMatcher = fn(host: &str, nexus: &ItNexus) -> bool;
+
+/// The matcher of an engine whose transport gave none: no entry names any initiator, so a
+/// namespace added with `no_auto_visible` stays hidden from every nexus (never shown by
+/// mistake).
+fn no_host_matches(_host: &str, _nexus: &ItNexus) -> bool {
+    false
+}
+
+/// Whether `nexus` sees the logical unit (masking): every nexus does unless its namespace was
+/// added with `no_auto_visible`; then those a host entry names.
+fn sees(matcher: HostMatcher, lu: &MappedLu, nexus: &ItNexus) -> bool {
+    lu.ns
+        .visible_hosts
+        .as_ref()
+        .is_none_or(|hosts| hosts.iter().any(|h| matcher(h, nexus)))
+}
+
 /// The SCSI exec layer of one transport on one poll group.
 pub struct ScsiEngine {
     pub(super) transport: usize,
     pub(super) limits: LuLimits,
     pub(super) maps: Vec<Option<LuMap>>,
+    host_matcher: HostMatcher,
+    /// REPORT LUNS of a nexus that does not see every LU: reused, no allocation per command.
+    visible_luns: Vec<u16>,
     scratch: Vec<u8>,
 }
 
@@ -52,8 +75,16 @@ impl ScsiEngine {
             transport,
             limits,
             maps: Vec::new(),
+            host_matcher: no_host_matches,
+            visible_luns: Vec::with_capacity(usize::from(crate::scsi::lun::MAX_LUN) + 1),
             scratch: vec![0; SCRATCH_LEN],
         }
+    }
+
+    /// How this transport's initiators are named in host entries, for namespace masking.
+    pub fn with_host_matcher(mut self, matcher: HostMatcher) -> Self {
+        self.host_matcher = matcher;
+        self
     }
 
     /// The limits the logical units are sized by.
@@ -77,6 +108,15 @@ impl ScsiEngine {
     /// Whether a logical unit is mapped at `lun` of `subsystem`.
     pub fn lu_exists(&mut self, core: &PgCore, subsystem: u32, lun: u16) -> bool {
         self.map(core, subsystem).get(lun).is_some()
+    }
+
+    /// Whether a logical unit is mapped at `lun` of `subsystem` and `nexus` sees it: what task
+    /// management asks (a LUN a nexus does not see is not there for it).
+    pub fn lu_visible(&mut self, core: &PgCore, subsystem: u32, lun: u16, nexus: &ItNexus) -> bool {
+        let matcher = self.host_matcher;
+        self.map(core, subsystem)
+            .get(lun)
+            .is_some_and(|m| sees(matcher, m, nexus))
     }
 
     /// Starts `cmd` in `req` (which forgets its previous command): the next
@@ -164,14 +204,32 @@ impl ScsiEngine {
     /// Runs the device server.
     fn exec(&mut self, core: &mut PgCore, nexus: &ItNexus, req: &mut ScsiReq) -> ScsiAction {
         let map = map_of(&mut self.maps, core, req.sub, self.limits);
+        let matcher = self.host_matcher;
+        // A logical unit the nexus does not see is not there for it: LOGICAL UNIT NOT
+        // SUPPORTED, and absent from its REPORT LUNS.
         let lu = if req.no_lu {
             None
         } else {
-            req.lun.and_then(|l| map.lu(l))
+            req.lun
+                .and_then(|l| map.get(l))
+                .filter(|m| sees(matcher, m, nexus))
+                .map(|m| &m.unit)
+        };
+        let luns = if map.masked() {
+            self.visible_luns.clear();
+            self.visible_luns.extend(
+                map.luns()
+                    .iter()
+                    .copied()
+                    .filter(|&l| map.get(l).is_some_and(|m| sees(matcher, m, nexus))),
+            );
+            &self.visible_luns[..]
+        } else {
+            map.luns()
         };
         let ctx = scsi::TargetContext {
             port: &nexus.port,
-            luns: map.luns(),
+            luns,
         };
         let cmd = scsi::Command {
             cdb: &req.cdb[..usize::from(req.cdb_len)],

@@ -63,6 +63,8 @@ pub struct LuMap {
     lus: Vec<Option<MappedLu>>,
     /// The LUNs, ascending (REPORT LUNS).
     luns: Vec<u16>,
+    /// Some logical unit is hidden from some hosts (`no_auto_visible`).
+    masked: bool,
 }
 
 impl LuMap {
@@ -85,6 +87,7 @@ impl LuMap {
             }
             match logical_unit(ns, limits) {
                 Some(unit) => {
+                    map.masked |= ns.visible_hosts.is_some();
                     map.lus[i] = Some(MappedLu {
                         unit,
                         ns: ns.clone(),
@@ -117,6 +120,12 @@ impl LuMap {
     pub fn luns(&self) -> &[u16] {
         &self.luns
     }
+
+    /// Whether some logical unit is hidden from some hosts: REPORT LUNS then depends on the
+    /// nexus.
+    pub fn masked(&self) -> bool {
+        self.masked
+    }
 }
 
 #[cfg(test)]
@@ -137,6 +146,7 @@ mod tests {
             write_zeroes: false,
             compare: true,
             writable: nsid != 3,
+            visible_hosts: None,
         }
     }
 

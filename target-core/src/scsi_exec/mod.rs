@@ -72,7 +72,7 @@ mod request;
 #[cfg(test)]
 mod tests;
 
-pub use engine::ScsiEngine;
+pub use engine::{HostMatcher, ScsiEngine};
 pub use io_bdev::bdev_sense;
 pub use lu_map::{LuLimits, LuMap, MappedLu, logical_unit};
 pub use nexus::ItNexus;

@@ -750,6 +750,7 @@ impl Target {
                     eui64: pp.eui64,
                     anagrpid: if pp.anagrpid == 0 { nsid } else { pp.anagrpid },
                     no_auto_visible: pp.no_auto_visible,
+                    visible_hosts: Vec::new(),
                     ptpl_file: pp.ptpl_file.clone(),
                 },
             );
@@ -813,6 +814,66 @@ impl Target {
                 self.remove_namespace(sub.nqn(), nsid).await?;
             }
         }
+        Ok(())
+    }
+
+    /// Makes namespace `nsid` of `nqn` visible (`visible`) or hidden to `host`
+    /// (`nvmf_ns_add_host` / `nvmf_ns_remove_host`). Only a namespace added with
+    /// `no_auto_visible` has per-host visibility (SPDK refuses the others too). The namespace
+    /// pauses while it changes, so no I/O of a host that loses it is in flight afterwards;
+    /// every controller of the subsystem gets a Namespace Attribute Changed notice listing it,
+    /// and the host that gained or lost it rescans. Adding a host twice, or removing one that
+    /// was not added, changes nothing and succeeds (as in SPDK).
+    pub async fn set_ns_host_visible(
+        self: &Arc<Self>,
+        nqn: &str,
+        nsid: u32,
+        host: &str,
+        visible: bool,
+    ) -> Result<(), CoreError> {
+        let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
+        if host.is_empty() || host.len() > 223 {
+            return Err(CoreError::Invalid(format!("invalid host '{host}'")));
+        }
+        sub.with_config(|c| match c.namespaces.get(&nsid) {
+            None => Err(CoreError::NotFound(format!(
+                "Namespace {nsid} not found in subsystem {nqn}"
+            ))),
+            Some(ns) if !ns.no_auto_visible => Err(CoreError::Invalid(format!(
+                "namespace {nsid} of {nqn} is visible to every host: per-host visibility needs \
+                 a namespace added with no_auto_visible"
+            ))),
+            Some(_) => Ok(()),
+        })?;
+        let host_s = host.to_string();
+        let f = Box::new(move |s: &Arc<Subsystem>| {
+            let mut c = s.config.write();
+            let Some(ns) = c.namespaces.get_mut(&nsid) else {
+                return Err(CoreError::NotFound(format!("Namespace {nsid} is gone")));
+            };
+            let had = ns.visible_hosts.contains(&host_s);
+            if visible && !had {
+                ns.visible_hosts.push(host_s.clone());
+            } else if !visible && had {
+                ns.visible_hosts.retain(|h| *h != host_s);
+            }
+            if had != visible {
+                s.ns_generation.fetch_add(1, Ordering::AcqRel);
+            }
+            Ok((0, None))
+        });
+        self.change(
+            &sub,
+            Change::Modify {
+                scope: PauseScope::Namespace(nsid),
+                f,
+            },
+        )
+        .await?;
+        tracing::info!(
+            "subsystem {nqn}: namespace {nsid} {} host {host}",
+            if visible { "visible to" } else { "hidden from" }
+        );
         Ok(())
     }
 

@@ -57,6 +57,9 @@ pub struct NsInfo {
     pub compare: bool,
     /// Writes supported (false for a read-only bdev).
     pub writable: bool,
+    /// The hosts that see the namespace (`no_auto_visible` plus `nvmf_ns_add_host`); `None`:
+    /// every host does.
+    pub visible_hosts: Option<Arc<[String]>>,
 }
 
 impl NsInfo {
@@ -75,7 +78,24 @@ impl NsInfo {
             write_zeroes: b.supports(IoType::WriteZeroes),
             compare: b.can_compare(),
             writable: b.supports(IoType::Write),
+            visible_hosts: ns.visibility(),
         }
+    }
+
+    /// Whether the host named `host` (a host NQN) sees this namespace. No allocation, no lock:
+    /// I/O commands ask it for hidden namespaces.
+    pub fn visible_to(&self, host: &str) -> bool {
+        self.visible_hosts
+            .as_ref()
+            .is_none_or(|hosts| hosts.iter().any(|h| h == host))
+    }
+
+    /// Everything but who sees it is the same: the namespace's channel can stay open when a
+    /// host is added or removed (control path).
+    fn same_but_visibility(&self, other: &NsInfo) -> bool {
+        let mut mine = self.clone();
+        mine.visible_hosts.clone_from(&other.visible_hosts);
+        mine == *other
     }
 }
 
@@ -516,12 +536,22 @@ impl PgCore {
         let mut slots: Vec<Option<NsGroup>> =
             std::mem::take(&mut self.sg_mut(id).expect("checked").ns);
         slots.resize_with(limit as usize, || None);
-        // Drop namespaces that are gone or whose bdev was replaced.
+        // Drop namespaces that are gone or whose bdev was replaced; a namespace whose hosts
+        // changed stays open with its new visibility, and is reported as changed.
         for (i, slot) in slots.iter_mut().enumerate() {
             let nsid = i as u32 + 1;
-            let keep = match (slot.as_ref(), config_ns.iter().find(|n| n.nsid == nsid)) {
-                (Some(g), Some(c)) => Arc::ptr_eq(&g.bdev, &c.bdev) && g.info == NsInfo::of(c),
-                (Some(_), None) => false,
+            let keep = match (slot.as_mut(), config_ns.iter().find(|n| n.nsid == nsid)) {
+                (Some(g), Some(c)) if Arc::ptr_eq(&g.bdev, &c.bdev) => {
+                    let now = NsInfo::of(c);
+                    if g.info != now && g.info.same_but_visibility(&now) {
+                        g.info = now;
+                        changed.push(nsid);
+                        true
+                    } else {
+                        g.info == now
+                    }
+                }
+                (Some(_), _) => false,
                 (None, _) => true,
             };
             if !keep && let Some(g) = slot.take() {

@@ -165,10 +165,28 @@ pub struct Namespace {
     pub eui64: Option<[u8; 8]>,
     /// ANA group id.
     pub anagrpid: u32,
-    /// Hidden from hosts until added per host.
+    /// Hidden from hosts until added per host (`no_auto_visible`): only the hosts in
+    /// [`Namespace::visible_hosts`] see it.
     pub no_auto_visible: bool,
+    /// Hosts that see the namespace although it is not auto-visible (`nvmf_ns_add_host`), in
+    /// the order they were added.
+    pub visible_hosts: Vec<String>,
     /// Persist-through-power-loss file, if given.
     pub ptpl_file: Option<String>,
+}
+
+impl Namespace {
+    /// Whether `host` sees this namespace: every host does unless it was added with
+    /// `no_auto_visible`; then only the hosts added to it.
+    pub fn visible_to(&self, host: &str) -> bool {
+        !self.no_auto_visible || self.visible_hosts.iter().any(|h| h == host)
+    }
+
+    /// The hosts that see it, for the data path: `None` when every host does.
+    pub fn visibility(&self) -> Option<Arc<[String]>> {
+        self.no_auto_visible
+            .then(|| self.visible_hosts.iter().cloned().collect())
+    }
 }
 
 impl std::fmt::Debug for Namespace {

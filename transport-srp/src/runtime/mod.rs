@@ -211,7 +211,8 @@ impl SrpPg {
             io_unit_size: shared.opts.io_unit_size,
         };
         SrpPg {
-            scsi: ScsiEngine::new(shared.index, limits),
+            scsi: ScsiEngine::new(shared.index, limits)
+                .with_host_matcher(crate::port_id::host_names_nexus),
             index: core.index(),
             shared,
             devs: Vec::new(),

@@ -992,7 +992,9 @@ impl SrpPg {
         let gid = c.gid;
         let nexus = c.nexus;
         let lun = scsi::lun::decode(tmr.lun).ok();
-        let exists = lun.is_some_and(|l| self.scsi.lu_exists(core, sub, l));
+        // A LUN this nexus does not see (masking) is not there for its task management.
+        let scsi_nexus = c.scsi.clone();
+        let exists = lun.is_some_and(|l| self.scsi.lu_visible(core, sub, l, &scsi_nexus));
         let c = &mut self.chans[key as usize];
         let r = &mut c.reqs[slot as usize];
         r.tag = tmr.tag;
