@@ -333,7 +333,10 @@ impl SrpRig {
         let nqn = "nqn.2016-06.io.rtgt:srpwitness";
         let mut p = SubsystemParams::new(nqn);
         p.allow_any_host = true;
-        p.srp_port_id = Some((0x0002_c903_00ff_0001, 0x0002_c903_00ff_0001));
+        transport_srp::port_id::set_target_port_id(
+            &mut p.transport_attrs,
+            (0x0002_c903_00ff_0001, 0x0002_c903_00ff_0001),
+        );
         fx.t.rt
             .block_on(fx.t.target.create_subsystem(p))
             .expect("witness subsystem");

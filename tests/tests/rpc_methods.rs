@@ -1295,9 +1295,9 @@ fn rdma_transport_listeners_through_the_methods() {
 #[test]
 fn srp_port_ids_are_shown_set_and_saved() {
     let r = Rig::runtime();
-    // Derived from the NQN when not given (the SRP transport's rule, in target-core).
+    // Derived from the NQN when not given (the SRP transport's rule, declared by transport-srp).
     r.ok("nvmf_create_subsystem", json!({"nqn": NQN}));
-    let g = target_core::target::derived_srp_guid(NQN);
+    let g = transport_srp::port_id::derived_guid(NQN);
     let subs = r.ok("nvmf_get_subsystems", json!({"nqn": NQN}));
     assert_eq!(subs[0]["srp_port_id"], format!("0x{g:016x}{g:016x}"));
     // Set explicitly, in either form.

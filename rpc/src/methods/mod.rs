@@ -29,7 +29,6 @@ pub mod load;
 pub mod nvmf;
 pub mod options;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -51,20 +50,11 @@ pub const DEFAULT_DMRSL: u32 = 2_097_152;
 /// SPDK's default Write Zeroes size limit (`wzsl`, 2^n × MPSMIN), likewise.
 pub const DEFAULT_WZSL: u8 = 12;
 
-/// Subsystem options SPDK keeps that rtgt's subsystem model has no field for. They are
-/// recorded here so that `nvmf_get_subsystems` and `save_config` show what was asked for.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SubsystemExtras {
-    /// Administrative label (informational, as in SPDK).
-    pub admin_label: Option<String>,
-}
-
 /// The context every storage method runs with: the target, plus what the RPC layer records
-/// on its behalf (keyring entries, subsystem options the core does not model).
+/// on its behalf (keyring entries).
 pub struct Rtgt {
     target: Arc<Target>,
     pub(crate) keys: Mutex<Vec<options::KeyEntry>>,
-    pub(crate) extras: Mutex<HashMap<String, SubsystemExtras>>,
 }
 
 impl std::fmt::Debug for Rtgt {
@@ -79,18 +69,12 @@ impl Rtgt {
         Self {
             target,
             keys: Mutex::new(Vec::new()),
-            extras: Mutex::new(HashMap::new()),
         }
     }
 
     /// The target.
     pub fn target(&self) -> &Arc<Target> {
         &self.target
-    }
-
-    /// The recorded extra options of a subsystem (defaults when none were recorded).
-    pub fn extras(&self, nqn: &str) -> SubsystemExtras {
-        self.extras.lock().get(nqn).cloned().unwrap_or_default()
     }
 }
 
@@ -222,95 +206,10 @@ pub(crate) fn parse_hex<const N: usize>(s: &str) -> Option<[u8; N]> {
     Some(out)
 }
 
-/// The JSON type a parameter must have (for methods whose parameters are checked against a
-/// table rather than a struct: the option setters and the transport options).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// `true` / `false`.
-    Bool,
-    /// Unsigned integer that fits in the given number of bits.
-    Uint(u32),
-    /// Signed 32-bit integer.
-    I32,
-    /// String.
-    Str,
-    /// Array of strings.
-    StrList,
-    /// Any JSON object.
-    Object,
-    /// An object of booleans with these names.
-    Flags(&'static [&'static str]),
-}
-
-/// One parameter of a table-checked method.
-#[derive(Debug, Clone, Copy)]
-pub struct Param {
-    /// Its name.
-    pub name: &'static str,
-    /// Its type.
-    pub kind: Kind,
-    /// Whether it must be present.
-    pub required: bool,
-}
-
-/// An optional parameter.
-pub(crate) const fn opt(name: &'static str, kind: Kind) -> Param {
-    Param {
-        name,
-        kind,
-        required: false,
-    }
-}
-
-/// A required parameter.
-pub(crate) const fn req(name: &'static str, kind: Kind) -> Param {
-    Param {
-        name,
-        kind,
-        required: true,
-    }
-}
-
-pub(crate) fn kind_ok(kind: Kind, v: &Value) -> bool {
-    match kind {
-        Kind::Bool => v.is_boolean(),
-        Kind::Uint(bits) => v.as_u64().is_some_and(|n| bits >= 64 || n < (1u64 << bits)),
-        Kind::I32 => v.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
-        Kind::Str => v.is_string(),
-        Kind::StrList => v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
-        Kind::Object => v.is_object(),
-        Kind::Flags(names) => v.as_object().is_some_and(|o| {
-            o.iter()
-                .all(|(k, b)| names.contains(&k.as_str()) && b.is_boolean())
-        }),
-    }
-}
-
-/// Checks a params object against a table. Unknown keys are an error unless `relaxed`.
-/// Returns the reason for logs; callers turn it into their method's error.
-pub(crate) fn check_params(
-    params: &Map<String, Value>,
-    table: &[Param],
-    relaxed: bool,
-) -> Result<(), String> {
-    for (k, v) in params {
-        match table.iter().find(|p| p.name == k) {
-            Some(p) if !kind_ok(p.kind, v) => {
-                return Err(format!("parameter '{k}' must be {:?}, not {v}", p.kind));
-            }
-            Some(_) => {}
-            None if relaxed => {}
-            None => return Err(format!("unknown parameter '{k}'")),
-        }
-    }
-    if let Some(p) = table
-        .iter()
-        .find(|p| p.required && !params.contains_key(p.name))
-    {
-        return Err(format!("missing parameter '{}'", p.name));
-    }
-    Ok(())
-}
+/// The JSON types and parameter tables of the methods whose parameters are checked against a
+/// table rather than a struct (the option setters, the transport options): the method spec's.
+pub use rpc_spec::{Kind, Param};
+pub(crate) use rpc_spec::{check_params, opt, req};
 
 /// Decodes `params` as a JSON object (absent = `{}`), with the decode error of `flavor`.
 pub(crate) fn params_object(
@@ -328,7 +227,6 @@ pub(crate) fn params_object(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn hex_round_trips() {
@@ -341,21 +239,7 @@ mod tests {
     }
 
     #[test]
-    fn table_checks() {
-        let t = [
-            req("name", Kind::Str),
-            opt("n", Kind::Uint(16)),
-            opt("f", Kind::Flags(&["a"])),
-        ];
-        let m = |v: Value| v.as_object().unwrap().clone();
-        assert!(check_params(&m(json!({"name":"x","n":65535})), &t, false).is_ok());
-        assert!(check_params(&m(json!({"name":"x","n":65536})), &t, false).is_err());
-        assert!(check_params(&m(json!({"name":"x","n":-1})), &t, false).is_err());
-        assert!(check_params(&m(json!({"n":1})), &t, false).is_err());
-        assert!(check_params(&m(json!({"name":"x","zz":1})), &t, false).is_err());
-        assert!(check_params(&m(json!({"name":"x","zz":1})), &t, true).is_ok());
-        assert!(check_params(&m(json!({"name":"x","f":{"a":true}})), &t, false).is_ok());
-        assert!(check_params(&m(json!({"name":"x","f":{"b":true}})), &t, false).is_err());
+    fn tgt_names_and_uuids() {
         assert!(check_tgt(&Some("nvmf_tgt".into())).is_ok());
         assert_eq!(check_tgt(&Some("x".into())).unwrap_err().code, -32602);
         assert!(parse_uuid("11111111-2222-3333-4444-555555555555").is_some());

@@ -12,61 +12,33 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use target_core::reactor::{format_cpumask, parse_cpumask};
-use target_core::registry::TransportParams;
+use target_core::registry::{
+    self, COMMON_TRANSPORT_OPTIONS, TransportAttrs, TransportOps, TransportParams,
+};
 use target_core::target::{
     AdrFam, CoreError, DISCOVERY_NQN, ListenAddr, NsParams, Subsystem, SubsystemParams,
-    SubsystemType, format_srp_port_id, parse_srp_port_id, validate_ascii_field, validate_nqn,
+    SubsystemType, validate_ascii_field, validate_nqn,
 };
 
 use super::{
-    DEFAULT_DMRSL, DEFAULT_WZSL, Kind, Param, Rtgt, SubsystemExtras, add, check_params, check_tgt,
-    hex_upper, internal, invalid, not_supported, nvmf_err, opt, parse_hex, parse_uuid, req,
+    DEFAULT_DMRSL, DEFAULT_WZSL, Kind, Param, Rtgt, add, check_params, check_tgt, hex_upper,
+    internal, invalid, not_supported, nvmf_err, opt, parse_hex, parse_uuid,
 };
 use crate::params::Decode;
 use crate::{Methods, RegisterError, RpcError, RpcResult, StateMask};
 
-const U16: Kind = Kind::Uint(16);
-const U32: Kind = Kind::Uint(32);
-
-/// The options of `nvmf_create_transport` every rpc.py version may send, with their types.
-/// The keys listed here must have the right type; every key then goes to the transport, which
-/// owns its options (e.g. SRP's) and refuses those it does not use (`-32602`).
-pub const TRANSPORT_OPTIONS: &[Param] = &[
-    req("trtype", Kind::Str),
-    opt("tgt_name", Kind::Str),
-    opt("max_queue_depth", U16),
-    opt("max_io_qpairs_per_ctrlr", U16),
-    opt("in_capsule_data_size", U32),
-    opt("max_io_size", U32),
-    opt("io_unit_size", U32),
-    opt("max_aq_depth", U32),
-    opt("num_shared_buffers", U32),
-    opt("buf_cache_size", U32),
-    opt("iobuf_small_cache_size", U32),
-    opt("iobuf_large_cache_size", U32),
-    opt("zcopy", Kind::Bool),
-    opt("num_cqe", Kind::I32),
-    opt("max_srq_depth", U32),
-    opt("no_srq", Kind::Bool),
-    opt("c2h_success", Kind::Bool),
-    opt("dif_insert_or_strip", Kind::Bool),
-    opt("sock_priority", U32),
-    opt("acceptor_backlog", Kind::I32),
-    opt("abort_timeout_sec", U32),
-    opt("no_wr_batching", Kind::Bool),
-    opt("control_msg_num", U16),
-    opt("disable_mappable_bar0", Kind::Bool),
-    opt("disable_adaptive_irq", Kind::Bool),
-    opt("disable_shadow_doorbells", Kind::Bool),
-    opt("acceptor_poll_rate", U32),
-    opt("ack_timeout", U32),
-    opt("data_wr_pool_size", U32),
-    opt("disable_command_passthru", Kind::Bool),
-    opt("kas", U16),
-    opt("min_kato", U32),
-    opt("masked_oncs", Kind::StrList),
-    opt("masked_fuses", Kind::StrList),
-];
+/// The JSON types of the `nvmf_create_transport` options of transport `trtype`: the ones
+/// every transport shares, and the transport's own ([`TransportOps::options`]). Other keys go
+/// to the transport unchecked, and it refuses those it does not use (`-32602`).
+pub fn transport_options(trtype: &str) -> Vec<Param> {
+    let mut table = COMMON_TRANSPORT_OPTIONS.to_vec();
+    for a in registry::find(trtype).map_or(&[][..], |ops| ops.options) {
+        if !table.iter().any(|p| p.name == a.name) {
+            table.push(opt(a.name, a.kind));
+        }
+    }
+    table
+}
 
 /// The admin commands `nvmf_set_config` may pass through (the CLI offers the same names).
 pub const PASSTHRU: &[&str] = &[
@@ -137,9 +109,6 @@ struct CreateSubsystem {
     passthrough: bool,
     #[serde(default)]
     enable_nssr: bool,
-    /// rtgt: the SRP target port id (`0x` + 32 hex digits, or `id_ext:ioc_guid`); derived
-    /// from the NQN when absent.
-    srp_port_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -192,9 +161,12 @@ struct AddListener {
     #[serde(default)]
     secure_channel: bool,
     ana_state: Option<String>,
-    sock_impl: Option<String>,
     numa_id: Option<i32>,
 }
+
+/// SPDK's listener parameter that belongs to a transport (TCP's socket implementation): it is
+/// stored as a listener attribute when the listener's transport declares it, refused otherwise.
+const SPDK_LISTENER_ATTRS: &[&str] = &["sock_impl"];
 
 #[derive(Deserialize)]
 struct RemoveListener {
@@ -290,10 +262,23 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
 
     m.register_async("nvmf_create_transport", R, create_transport)?;
     add(m, "nvmf_get_transports", R, Strict, get_transports)?;
-    add(m, "nvmf_create_subsystem", R, Strict, create_subsystem)?;
+    m.register_async("nvmf_create_subsystem", R, |p, ctx| async move {
+        let r = create_subsystem_params(&p);
+        let r = match r {
+            Ok((a, attrs)) => create_subsystem(a, attrs, ctx).await,
+            Err(e) => Err(e),
+        };
+        r.inspect_err(|e| super::log_failure("nvmf_create_subsystem", e))
+    })?;
     add(m, "nvmf_delete_subsystem", R, Strict, delete_subsystem)?;
     add(m, "nvmf_get_subsystems", R, Strict, get_subsystems)?;
-    add(m, "nvmf_subsystem_add_listener", R, Relaxed, add_listener)?;
+    m.register_async("nvmf_subsystem_add_listener", R, |p, ctx| async move {
+        let r = match add_listener_params(&p) {
+            Ok((a, attrs)) => add_listener(a, attrs, ctx).await,
+            Err(e) => Err(e),
+        };
+        r.inspect_err(|e| super::log_failure("nvmf_subsystem_add_listener", e))
+    })?;
     add(
         m,
         "nvmf_subsystem_remove_listener",
@@ -345,7 +330,11 @@ async fn create_transport(p: crate::Params<'static>, ctx: Arc<Rtgt>) -> RpcResul
 
 async fn create_transport_inner(p: crate::Params<'static>, ctx: Arc<Rtgt>) -> RpcResult<bool> {
     let mut opts = super::params_object(&p, crate::params::DecodeFlavor::InvalidParams)?;
-    check_params(&opts, TRANSPORT_OPTIONS, true).map_err(|why| {
+    let trtype = opts
+        .get("trtype")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    check_params(&opts, &transport_options(trtype), true).map_err(|why| {
         tracing::warn!("nvmf_create_transport: {why}");
         RpcError::invalid_params(format!("Invalid parameters: {why}"))
     })?;
@@ -391,7 +380,28 @@ async fn get_transports(a: GetTransports, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value
 
 // ----- subsystems -----
 
-async fn create_subsystem(a: CreateSubsystem, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+/// Splits `nvmf_create_subsystem`'s parameters: the subsystem attributes transports declare
+/// ([`TransportOps::subsystem_attrs`]), validated into their canonical form, and SPDK's
+/// parameters, decoded strictly.
+fn create_subsystem_params(p: &crate::Params<'_>) -> RpcResult<(CreateSubsystem, TransportAttrs)> {
+    let mut given = super::params_object(p, crate::params::DecodeFlavor::InvalidParams)?;
+    let mut attrs = TransportAttrs::new();
+    for attr in registry::subsystem_attrs() {
+        if let Some(v) = given.remove(attr.name) {
+            let canonical = attr.validate(&v).map_err(RpcError::invalid_params)?;
+            attrs.insert(attr.name.into(), canonical);
+        }
+    }
+    let rest = Value::Object(given).to_string();
+    let a = crate::params::strict(&crate::Params::new(Some(&rest)))?;
+    Ok((a, attrs))
+}
+
+async fn create_subsystem(
+    a: CreateSubsystem,
+    transport_attrs: TransportAttrs,
+    ctx: Arc<Rtgt>,
+) -> RpcResult<bool> {
     if let Some(n) = &a.tgt_name
         && n != super::DEFAULT_TGT_NAME
     {
@@ -451,28 +461,16 @@ async fn create_subsystem(a: CreateSubsystem, ctx: Arc<Rtgt>) -> RpcResult<bool>
         )));
     }
     let mut p = SubsystemParams::new(&a.nqn);
-    if let Some(id) = &a.srp_port_id {
-        p.srp_port_id = Some(parse_srp_port_id(id).ok_or_else(|| {
-            RpcError::invalid_params(format!(
-                "Invalid srp_port_id '{}' (0x + 32 hex digits, or id_ext:ioc_guid)",
-                id.escape_default()
-            ))
-        })?);
-    }
+    p.transport_attrs = transport_attrs;
+    p.admin_label = a.admin_label;
     p.serial = a.serial_number;
     p.model = a.model_number;
     p.max_namespaces = a.max_namespaces;
     p.allow_any_host = a.allow_any_host;
     p.min_cntlid = min;
     p.max_cntlid = max;
-    let extras = SubsystemExtras {
-        admin_label: a.admin_label,
-    };
     match ctx.target().create_subsystem(p).await {
-        Ok(_) => {
-            ctx.extras.lock().insert(a.nqn, extras);
-            Ok(true)
-        }
+        Ok(_) => Ok(true),
         Err(CoreError::Exists(m) | CoreError::NoResources(m) | CoreError::Invalid(m)) => {
             Err(RpcError::internal(m))
         }
@@ -492,7 +490,6 @@ async fn delete_subsystem(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<bool> {
         .delete_subsystem(&a.nqn)
         .await
         .map_err(nvmf_err)?;
-    ctx.extras.lock().remove(&a.nqn);
     Ok(true)
 }
 
@@ -507,7 +504,7 @@ pub(crate) fn address_json(a: &ListenAddr) -> Value {
 }
 
 /// One `nvmf_get_subsystems` entry in SPDK's shape, plus the subsystem's `state`.
-pub(crate) fn subsystem_json(ctx: &Rtgt, sub: &Subsystem) -> Value {
+pub(crate) fn subsystem_json(sub: &Subsystem) -> Value {
     let c = sub.config();
     let mut o = Map::new();
     o.insert("nqn".into(), json!(sub.nqn()));
@@ -529,14 +526,18 @@ pub(crate) fn subsystem_json(ctx: &Rtgt, sub: &Subsystem) -> Value {
         Value::Array(c.hosts.iter().map(|h| json!({"nqn": h})).collect()),
     );
     if sub.kind() == SubsystemType::Nvme {
-        let x = ctx.extras(sub.nqn());
         o.insert("serial_number".into(), json!(c.serial));
         o.insert("model_number".into(), json!(c.model));
-        o.insert(
-            "srp_port_id".into(),
-            json!(format_srp_port_id(sub.srp_port_id())),
-        );
-        if let Some(l) = &x.admin_label {
+        for attr in registry::subsystem_attrs() {
+            let shown = match c.transport_attrs.get(attr.name) {
+                Some(v) => Some(v.clone()),
+                None => attr.shown_unset.map(|f| f(sub.nqn())),
+            };
+            if let Some(v) = shown {
+                o.insert(attr.name.into(), v);
+            }
+        }
+        if let Some(l) = &c.admin_label {
             o.insert("admin_label".into(), json!(l));
         }
         if c.max_namespaces != 0 {
@@ -579,29 +580,54 @@ async fn get_subsystems(a: GetSubsystems, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value
     match a.nqn {
         Some(nqn) => {
             let sub = subsystem(&ctx, &nqn)?;
-            Ok(vec![subsystem_json(&ctx, &sub)])
+            Ok(vec![subsystem_json(&sub)])
         }
         None => Ok(ctx
             .target()
             .subsystems()
             .iter()
-            .map(|s| subsystem_json(&ctx, s))
+            .map(|s| subsystem_json(s))
             .collect()),
     }
 }
 
 // ----- listeners -----
 
-async fn add_listener(a: AddListener, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+/// Splits `nvmf_subsystem_add_listener`'s parameters: SPDK's, decoded relaxed (unknown
+/// top-level keys are ignored, as SPDK does), and the listener attributes transports declare
+/// ([`TransportOps::listener_attrs`]), kept raw until the transport is known.
+fn add_listener_params(p: &crate::Params<'_>) -> RpcResult<(AddListener, TransportAttrs)> {
+    let given = super::params_object(p, crate::params::DecodeFlavor::InvalidParams)?;
+    let attrs = given
+        .into_iter()
+        .filter(|(k, _)| SPDK_LISTENER_ATTRS.contains(&k.as_str()) || registry::is_listener_attr(k))
+        .collect();
+    let a = crate::params::relaxed(p)?;
+    Ok((a, attrs))
+}
+
+/// Validates the listener attributes given for a listener of transport `trtype`: each must be
+/// one the transport declares.
+fn listener_attrs(trtype: &str, given: TransportAttrs) -> RpcResult<TransportAttrs> {
+    let declared: &[_] = registry::find(trtype).map_or(&[], |t: &TransportOps| t.listener_attrs);
+    let mut attrs = TransportAttrs::new();
+    for (k, v) in given {
+        let Some(attr) = declared.iter().find(|a| a.name == k) else {
+            return Err(not_supported(
+                format_args!("{k} {v}"),
+                &format!("{trtype} listeners have no attribute '{k}'"),
+            ));
+        };
+        attrs.insert(k, attr.validate(&v).map_err(RpcError::invalid_params)?);
+    }
+    Ok(attrs)
+}
+
+async fn add_listener(a: AddListener, attrs: TransportAttrs, ctx: Arc<Rtgt>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     let sub = subsystem(&ctx, &a.nqn)?;
-    let addr = a.listen_address.to_listen_addr()?;
-    if let Some(i) = &a.sock_impl {
-        return Err(not_supported(
-            format_args!("sock_impl '{}'", i.escape_default()),
-            "only TCP listeners have a socket implementation, and rtgt's are RDMA and SRP",
-        ));
-    }
+    let mut addr = a.listen_address.to_listen_addr()?;
+    addr.attrs = listener_attrs(&addr.trtype, attrs)?;
     if let Some(n) = a.numa_id.filter(|n| *n != -1) {
         return Err(not_supported(
             format_args!("numa_id {n}"),
@@ -656,6 +682,9 @@ async fn get_listeners(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
         .iter()
         .map(|l| {
             let mut v = json!({"address": address_json(l)});
+            if let Some(o) = v.as_object_mut() {
+                o.extend(l.attrs.clone());
+            }
             if c.ana_reporting
                 && let Some(o) = v.as_object_mut()
             {
@@ -1069,6 +1098,17 @@ async fn set_crdt(a: Crdt, _ctx: Arc<Rtgt>) -> RpcResult<bool> {
     Ok(true)
 }
 
+/// The `nvmf_subsystem_add_listener` call that recreates listener `l` of subsystem `nqn`, with
+/// its transport's attributes.
+fn add_listener_call(nqn: &str, l: &ListenAddr) -> Value {
+    let mut p = Map::new();
+    p.insert("nqn".into(), json!(nqn));
+    p.insert("listen_address".into(), address_json(l));
+    p.insert("secure_channel".into(), json!(false));
+    p.extend(l.attrs.clone());
+    json!({"method": "nvmf_subsystem_add_listener", "params": p})
+}
+
 /// The `nvmf` subsystem's configuration in SPDK HEAD's order: target settings, transports,
 /// then all subsystems, all hosts, all namespaces, and the listeners last (so that no host can
 /// connect to a half-built subsystem). With `with_batches`, each of the last four groups is
@@ -1093,7 +1133,6 @@ pub(crate) fn nvmf_config(ctx: &Rtgt, with_batches: bool) -> Vec<Value> {
     let (mut creates, mut hosts, mut nss, mut listeners) = (vec![], vec![], vec![], vec![]);
     for s in &subs {
         let c = s.config();
-        let x = ctx.extras(s.nqn());
         let mut p = Map::new();
         p.insert("nqn".into(), json!(s.nqn()));
         p.insert("allow_any_host".into(), json!(c.allow_any_host));
@@ -1109,12 +1148,10 @@ pub(crate) fn nvmf_config(ctx: &Rtgt, with_batches: bool) -> Vec<Value> {
         p.insert("wzsl".into(), json!(DEFAULT_WZSL));
         p.insert("passthrough".into(), json!(false));
         p.insert("enable_nssr".into(), json!(false));
-        if let Some(l) = &x.admin_label {
+        if let Some(l) = &c.admin_label {
             p.insert("admin_label".into(), json!(l));
         }
-        if let Some(id) = c.srp_port_id {
-            p.insert("srp_port_id".into(), json!(format_srp_port_id(id)));
-        }
+        p.extend(c.transport_attrs.clone());
         creates.push(json!({"method": "nvmf_create_subsystem", "params": p}));
         for h in &c.hosts {
             hosts.push(json!({"method": "nvmf_subsystem_add_host",
@@ -1140,15 +1177,13 @@ pub(crate) fn nvmf_config(ctx: &Rtgt, with_batches: bool) -> Vec<Value> {
                             "params": {"nqn": s.nqn(), "namespace": ns}}));
         }
         for l in &c.listeners {
-            listeners.push(json!({"method": "nvmf_subsystem_add_listener", "params": {
-                "nqn": s.nqn(), "listen_address": address_json(l), "secure_channel": false}}));
+            listeners.push(add_listener_call(s.nqn(), l));
         }
     }
     // Listeners of the discovery subsystem, too, come last.
     if let Some(d) = t.subsystem(DISCOVERY_NQN) {
         for l in &d.config().listeners {
-            listeners.push(json!({"method": "nvmf_subsystem_add_listener", "params": {
-                "nqn": DISCOVERY_NQN, "listen_address": address_json(l), "secure_channel": false}}));
+            listeners.push(add_listener_call(DISCOVERY_NQN, l));
         }
     }
     for group in [creates, hosts, nss, listeners] {
@@ -1188,12 +1223,13 @@ mod tests {
     #[test]
     fn transport_options_are_type_checked_but_relaxed() {
         let m = |v: Value| v.as_object().unwrap().clone();
+        let t = transport_options("RDMA");
         let ok = m(json!({"trtype":"RDMA","io_unit_size":8192,"c2h_success":true,"srp_only":1}));
-        assert!(check_params(&ok, TRANSPORT_OPTIONS, true).is_ok());
+        assert!(check_params(&ok, &t, true).is_ok());
         let bad = m(json!({"trtype":"RDMA","max_queue_depth":70000}));
-        assert!(check_params(&bad, TRANSPORT_OPTIONS, true).is_err());
+        assert!(check_params(&bad, &t, true).is_err());
         let missing = m(json!({"max_queue_depth":128}));
-        assert!(check_params(&missing, TRANSPORT_OPTIONS, true).is_err());
+        assert!(check_params(&missing, &t, true).is_err());
     }
 
     #[test]

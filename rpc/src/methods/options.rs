@@ -717,7 +717,7 @@ mod tests {
                     let p = p.unwrap_or_else(|| panic!("{}: default for unknown {k}", s.method));
                     for v in *values {
                         assert!(
-                            super::super::kind_ok(p.kind, &v.to_json()),
+                            rpc_spec::kind_ok(p.kind, &v.to_json()),
                             "{}: default {v:?} of {k} has the wrong type",
                             s.method
                         );

@@ -26,7 +26,7 @@ pub use state::{PauseScope, SubsystemState};
 pub use subsystem::{
     AdrFam, ControllerInfo, DEFAULT_MAX_NAMESPACES, DEFAULT_MODEL, DEFAULT_SERIAL, DISCOVERY_NQN,
     ListenAddr, MAX_LISTENERS, Namespace, Subsystem, SubsystemConfig, SubsystemType,
-    derived_srp_guid, format_srp_port_id, parse_srp_port_id, validate_ascii_field, validate_nqn,
+    validate_ascii_field, validate_nqn,
 };
 
 use crate::bdev::{BdevRegistry, Claim};
@@ -102,8 +102,11 @@ pub struct SubsystemParams {
     pub min_cntlid: u16,
     /// Highest controller id.
     pub max_cntlid: u16,
-    /// SRP target port id (id_ext, ioc_guid) if set explicitly.
-    pub srp_port_id: Option<(u64, u64)>,
+    /// Administrative label (informational).
+    pub admin_label: Option<String>,
+    /// Transport-declared subsystem attributes, validated and in canonical form
+    /// ([`crate::registry::TransportAttr::validate`]).
+    pub transport_attrs: crate::registry::TransportAttrs,
 }
 
 impl SubsystemParams {
@@ -118,7 +121,8 @@ impl SubsystemParams {
             ana_reporting: false,
             min_cntlid: 1,
             max_cntlid: 0xffef,
-            srp_port_id: None,
+            admin_label: None,
+            transport_attrs: crate::registry::TransportAttrs::new(),
         }
     }
 }
@@ -505,7 +509,8 @@ impl Target {
             min_cntlid: p.min_cntlid,
             max_cntlid: p.max_cntlid,
             ana_reporting: p.ana_reporting,
-            srp_port_id: p.srp_port_id,
+            admin_label: p.admin_label.clone(),
+            transport_attrs: p.transport_attrs.clone(),
         };
         let sub = Arc::new(Subsystem::new(id as u32, p.nqn.clone(), kind, config));
         inner.subsystems.insert(p.nqn.clone(), Arc::clone(&sub));
