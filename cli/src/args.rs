@@ -95,7 +95,16 @@ fn value_arg(a: &ArgSpec, arg: Arg) -> Arg {
                     .ok_or_else(|| format!("invalid size: '{s}'"))
             })
             .allow_negative_numbers(true),
+        ValueKind::KeyValue => arg.action(ArgAction::Append).value_parser(parse_key_value),
         ValueKind::Flag | ValueKind::FlagOff | ValueKind::Toggle(_) => arg,
+    }
+}
+
+/// `key=value` as rpc.py's `--config-param` takes it: split at the first `=`.
+fn parse_key_value(s: &str) -> Result<Value, String> {
+    match s.split_once('=') {
+        Some((k, v)) => Ok(Value::Array(vec![Value::from(k), Value::from(v)])),
+        None => Err(format!("'{s}' is not in key=value form")),
     }
 }
 
@@ -181,6 +190,15 @@ pub fn params_from_matches(spec: &MethodSpec, m: &ArgMatches) -> Result<Option<V
                 }
                 None => None,
             },
+            ValueKind::KeyValue => m.get_many::<Value>(a.key).map(|pairs| {
+                let mut o = Map::new();
+                for p in pairs {
+                    if let [k, v] = p.as_array().map(Vec::as_slice).unwrap_or_default() {
+                        o.insert(k.as_str().unwrap_or_default().into(), v.clone());
+                    }
+                }
+                Value::Object(o)
+            }),
             _ => m.get_one::<Value>(a.key).cloned(),
         };
         let Some(mut v) = v else { continue };

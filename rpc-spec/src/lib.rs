@@ -12,6 +12,11 @@
 //! This crate is a leaf (it depends on `serde_json` only), so that target-core, the transports
 //! and the bdev modules can declare their parts without depending on the rpc crate.
 
+mod method;
 mod param;
 
+pub use method::{
+    Action, ArgSpec, At, Complete, MethodSpec, ValueKind, action, aliased, discovery, grouped, l,
+    m, o, pos, pos_opt,
+};
 pub use param::{Kind, Param, check_params, kind_ok, opt, req};
