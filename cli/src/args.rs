@@ -760,7 +760,7 @@ mod tests {
 
     #[test]
     fn every_method_builds_a_command_and_help() {
-        for s in methods::METHODS {
+        for s in methods::all() {
             let mut c = method_command(s).no_binary_name(true);
             c.build();
             let help = c.render_long_help().to_string();

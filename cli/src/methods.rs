@@ -62,7 +62,8 @@ macro_rules! listener_args {
     ($($extra:expr),* $(,)?) => { listener_args!(@ [] [TGT_P] [$($extra),*]) };
 }
 
-/// Every method rtgt implements, plus rpc.py's client-side configuration commands.
+/// Every method rtgt implements itself, plus rpc.py's client-side configuration commands (the
+/// bdev modules declare theirs: [`all`] lists both).
 #[rustfmt::skip]
 pub const METHODS: &[MethodSpec] = &[
     // ----- framework and core -----
@@ -116,71 +117,8 @@ pub const METHODS: &[MethodSpec] = &[
         o('j', "json-conf", "json_conf", Str, "Configuration file (default stdin) or JSON text").comp(Complete::File),
     ]), Action::LoadSubsystemConfig),
     // ----- bdev -----
-    m("bdev_malloc_create", "Create a bdev with malloc backend", &[
-        pos(0, "num_blocks", SizeMib { block_size: "block_size", float: true }, "Size of the bdev in MiB (float > 0)"),
-        pos(1, "block_size", Int, "Data block size for this bdev"),
-        o('p', "physical-block-size", "physical_block_size", Int, "Physical block size for this bdev"),
-        o('b', "name", "name", Str, "Name of the bdev"),
-        o('u', "uuid", "uuid", Str, "UUID of the bdev"),
-        o('o', "optimal-io-boundary", "optimal_io_boundary", Int, "Split on optimal IO boundary, in blocks (0: off)"),
-        o('m', "md-size", "md_size", Int, "Metadata size (rtgt: 0 only)"),
-        o('i', "md-interleave", "md_interleave", Flag, "Interleaved metadata"),
-        o('t', "dif-type", "dif_type", IntIn(0, 3), "Protection information type (rtgt: 0 only)"),
-        o('d', "dif-is-head-of-md", "dif_is_head_of_md", Flag, "Protection information in the first 8 bytes of metadata"),
-        o('f', "dif-pi-format", "dif_pi_format", IntIn(0, 2), "Protection information format"),
-        o('n', "numa-id", "numa_id", Int, "NUMA node of the memory (-1: any)"),
-    ]),
-    m("bdev_malloc_delete", "Delete a malloc bdev", &[
-        pos(0, "name", Str, "Malloc bdev name").comp(Complete::BdevOf("Malloc disk")),
-    ]),
-    m("bdev_null_create", "Create a bdev with null backend", &[
-        pos(1, "num_blocks", SizeMib { block_size: "block_size", float: false }, "Size of the bdev in MiB (int > 0)"),
-        pos(2, "block_size", Int, "Data block size for this bdev"),
-        o('p', "physical-block-size", "physical_block_size", Int, "Physical block size for this bdev"),
-        pos(0, "name", Str, "Block device name"),
-        o('u', "uuid", "uuid", Str, "UUID of the bdev"),
-        o('m', "md-size", "md_size", Int, "Metadata size (rtgt: 0 only)"),
-        o('t', "dif-type", "dif_type", IntIn(0, 3), "Protection information type (rtgt: 0 only)"),
-        o('d', "dif-is-head-of-md", "dif_is_head_of_md", Flag, "Protection information in the first 8 bytes of metadata"),
-        o('f', "dif-pi-format", "dif_pi_format", IntIn(0, 2), "Protection information format"),
-        o('a', "preferred-write-alignment", "preferred_write_alignment", Int, "Preferred write alignment in blocks"),
-        o('g', "preferred-write-granularity", "preferred_write_granularity", Int, "Preferred write granularity in blocks"),
-        o('s', "optimal-write-size", "optimal_write_size", Int, "Optimal write size in blocks"),
-        o('c', "preferred-unmap-alignment", "preferred_unmap_alignment", Int, "Preferred unmap alignment in blocks"),
-        o('r', "preferred-unmap-granularity", "preferred_unmap_granularity", Int, "Preferred unmap granularity in blocks"),
-    ]),
-    m("bdev_null_delete", "Delete a null bdev", &[
-        pos(0, "name", Str, "Null bdev name").comp(Complete::BdevOf("Null disk")),
-    ]),
-    m("bdev_aio_create", "Create a bdev on a file or block device (io_uring)", &[
-        pos(0, "filename", Str, "Path to the device or file").comp(Complete::File),
-        pos(1, "name", Str, "Block device name"),
-        pos_opt(2, "block_size", Int, "Block size (default: detected)"),
-        o('r', "readonly", "readonly", Flag, "Read-only bdev"),
-        l("fallocate", "fallocate", Flag, "Support unmap/write zeroes with fallocate"),
-        o('u', "uuid", "uuid", Str, "UUID of the bdev"),
-        l("no-wait", "nowait", Flag, "RWF_NOWAIT (rtgt: not supported)"),
-    ]),
-    m("bdev_aio_delete", "Delete an aio bdev", &[
-        pos(0, "name", Str, "Aio bdev name").comp(Complete::BdevOf("AIO disk")),
-    ]),
-    m("bdev_delay_create", "Add a delay bdev on an existing bdev", &[
-        o('b', "base-bdev-name", "base_bdev_name", Str, "Name of the existing bdev").req().comp(Complete::FreeBdev),
-        o('d', "name", "name", Str, "Name of the delay bdev").req(),
-        o('u', "uuid", "uuid", Str, "UUID of the bdev"),
-        o('r', "avg-read-latency", "avg_read_latency", Int, "Average latency of reads, in microseconds").req(),
-        o('t', "nine-nine-read-latency", "p99_read_latency", Int, "Latency of 1 read in 100, in microseconds").req(),
-        o('w', "avg-write-latency", "avg_write_latency", Int, "Average latency of writes, in microseconds").req(),
-        o('n', "nine-nine-write-latency", "p99_write_latency", Int, "Latency of 1 write in 100, in microseconds").req(),
-    ]),
-    m("bdev_delay_delete", "Delete a delay bdev", &[
-        pos(0, "name", Str, "Delay bdev name").comp(Complete::BdevOf("delay")),
-    ]),
-    m("bdev_delay_update_latency", "Update one of the latencies of a delay bdev", &[
-        pos(0, "delay_bdev_name", Str, "Name of the delay bdev").comp(Complete::BdevOf("delay")),
-        pos(1, "latency_type", Choice(&["avg_read", "avg_write", "p99_read", "p99_write"]), "Latency to update"),
-        pos(2, "latency_us", Int, "New latency in microseconds"),
-    ]),
+    // The bdev modules' methods (malloc, null, aio, delay, rbd, ...) are declared by the
+    // modules themselves: [`all`].
     m("bdev_get_bdevs", "Display all bdevs or one", &[
         o('b', "name", "name", Str, "Name of the bdev").comp(Complete::Bdev),
         o('t', "timeout-ms", "timeout", Int, "Time in ms to wait for the bdev to appear"),
@@ -439,9 +377,16 @@ pub const METHODS: &[MethodSpec] = &[
     m("nvmf_subsystem_resume", "rtgt: resume a paused subsystem (queued I/O is replayed)", &[NQN, TGT_T]),
 ];
 
+/// Every method's command line: [`METHODS`], then the registered bdev modules' methods.
+pub fn all() -> impl Iterator<Item = &'static MethodSpec> {
+    METHODS
+        .iter()
+        .chain(target_core::bdev::module::methods().map(|(_, f)| &f.spec))
+}
+
 /// The spec of `name`.
 pub fn find(name: &str) -> Option<&'static MethodSpec> {
-    METHODS.iter().find(|m| m.name == name)
+    all().find(|m| m.name == name)
 }
 
 #[cfg(test)]
@@ -452,7 +397,7 @@ mod tests {
     #[test]
     fn the_table_is_consistent() {
         let mut names = HashSet::new();
-        for s in METHODS {
+        for s in all() {
             assert!(names.insert(s.name), "{} twice", s.name);
             let mut keys = HashSet::new();
             let mut shorts = HashSet::new();

@@ -44,6 +44,7 @@ pub mod framing;
 pub mod methods;
 pub mod params;
 mod server;
+pub mod spec;
 mod state;
 mod table;
 

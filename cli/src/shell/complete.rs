@@ -43,7 +43,7 @@ pub fn complete(line: &str, pos: usize, snap: &Snapshot) -> (usize, Vec<String>)
 
 fn first_word(current: &str) -> Vec<String> {
     let mut v: Vec<String> = BUILTINS.iter().map(|s| s.to_string()).collect();
-    v.extend(methods::METHODS.iter().map(|m| m.name.to_string()));
+    v.extend(methods::all().map(|m| m.name.to_string()));
     if current.starts_with('-') {
         v.extend(CALL_OPTIONS.iter().map(|s| s.to_string()));
     }
@@ -71,10 +71,7 @@ fn candidates(prev: &[String], current: &str, snap: &Snapshot) -> Vec<String> {
     let rest = &prev[k + 1..];
     match method.as_str() {
         "help" if rest.is_empty() => {
-            return methods::METHODS
-                .iter()
-                .map(|m| m.name.to_string())
-                .collect();
+            return methods::all().map(|m| m.name.to_string()).collect();
         }
         "ls" if rest.is_empty() => {
             let mut v: Vec<String> = LS_PARTS.iter().map(|s| s.to_string()).collect();

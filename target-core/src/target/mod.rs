@@ -153,6 +153,7 @@ pub struct Target {
     reactors: Reactors,
     env: TransportEnv,
     bdevs: Arc<BdevRegistry>,
+    bdev_modules: crate::bdev::module::ModuleStates,
     pub(crate) loads: Vec<PgLoad>,
     inner: Mutex<Inner>,
     settings: Mutex<TargetSettings>,
@@ -182,6 +183,7 @@ impl Target {
             loads: (0..reactors.len()).map(|_| PgLoad::default()).collect(),
             reactors: reactors.clone(),
             bdevs,
+            bdev_modules: Default::default(),
             inner: Mutex::new(Inner::default()),
             settings: Mutex::new(TargetSettings::default()),
         });
@@ -238,6 +240,14 @@ impl Target {
     /// The bdevs.
     pub fn bdevs(&self) -> &Arc<BdevRegistry> {
         &self.bdevs
+    }
+
+    /// The state of a bdev module on this target (created on first use), if it has one.
+    pub(crate) fn bdev_module_state(
+        &self,
+        module: &crate::bdev::module::BdevModuleOps,
+    ) -> Option<crate::bdev::module::ModuleState> {
+        self.bdev_modules.get(module)
     }
 
     /// Target-wide settings.
