@@ -16,7 +16,7 @@ use target_core::bdev::module::{
     self, BdevMethod, BdevModuleOps, BoxFuture, MethodCtx, MethodError, MethodResult, ModuleState,
 };
 use target_core::rpc_spec::ValueKind::*;
-use target_core::rpc_spec::{Complete, l, m, o, pos};
+use target_core::rpc_spec::{Complete, Prints, l, m, o, pos, prints};
 
 use crate::bdev::RBD_PRODUCT_NAME;
 use crate::error::RbdError;
@@ -28,46 +28,50 @@ target_core::register_bdev_module!(
         name: "rbd",
         methods: &[
             BdevMethod {
-                spec: m(
-                    "bdev_rbd_register_cluster",
-                    "Add a Rados cluster with ceph rbd backend",
-                    &[
-                        pos(
-                            0,
-                            "name",
-                            Str,
-                            "Name of the Rados cluster only known to rbd bdev"
-                        ),
-                        l(
-                            "user",
-                            "user_id",
-                            Str,
-                            "Ceph user name (i.e. admin, not client.admin)"
-                        ),
-                        l(
-                            "config-param",
-                            "config_param",
-                            KeyValue,
-                            "A key=value option for rados_conf_set (repeatable)"
-                        ),
-                        l(
-                            "config-file",
-                            "config_file",
-                            Str,
-                            "The Rados configuration file"
-                        )
-                        .comp(Complete::File),
-                        l("key-file", "key_file", Str, "The Rados keyring file")
+                spec: prints(
+                    m(
+                        "bdev_rbd_register_cluster",
+                        "Add a Rados cluster with ceph rbd backend",
+                        &[
+                            pos(
+                                0,
+                                "name",
+                                Str,
+                                "Name of the Rados cluster only known to rbd bdev"
+                            ),
+                            l(
+                                "user",
+                                "user_id",
+                                Str,
+                                "Ceph user name (i.e. admin, not client.admin)"
+                            ),
+                            l(
+                                "config-param",
+                                "config_param",
+                                KeyValue,
+                                "A key=value option for rados_conf_set (repeatable)"
+                            ),
+                            l(
+                                "config-file",
+                                "config_file",
+                                Str,
+                                "The Rados configuration file"
+                            )
                             .comp(Complete::File),
-                        l(
-                            "core-mask",
-                            "core_mask",
-                            Str,
-                            "Core mask for the cluster's librados/librbd threads"
-                        ),
-                    ]
+                            l("key-file", "key_file", Str, "The Rados keyring file")
+                                .comp(Complete::File),
+                            l(
+                                "core-mask",
+                                "core_mask",
+                                Str,
+                                "Core mask for the cluster's librados/librbd threads"
+                            ),
+                        ]
+                    ),
+                    Prints::Json
                 ),
                 run: register_cluster,
+                fields: target_core::rpc_spec::struct_fields::<RegisterCluster>,
             },
             BdevMethod {
                 spec: m(
@@ -76,66 +80,75 @@ target_core::register_bdev_module!(
                     &[pos(0, "name", Str, "Name of the Rados cluster"),]
                 ),
                 run: unregister_cluster,
+                fields: target_core::rpc_spec::struct_fields::<ClusterName>,
             },
             BdevMethod {
-                spec: m(
-                    "bdev_rbd_get_clusters_info",
-                    "Display registered Rados clusters and related info",
-                    &[o(
-                        'b',
-                        "name",
-                        "name",
-                        Str,
-                        "Name of one registered Rados cluster"
-                    ),]
+                spec: prints(
+                    m(
+                        "bdev_rbd_get_clusters_info",
+                        "Display registered Rados clusters and related info",
+                        &[o(
+                            'b',
+                            "name",
+                            "name",
+                            Str,
+                            "Name of one registered Rados cluster"
+                        ),]
+                    ),
+                    Prints::Dict
                 ),
                 run: clusters_info,
+                fields: target_core::rpc_spec::struct_fields::<GetClustersInfo>,
             },
             BdevMethod {
-                spec: m(
-                    "bdev_rbd_create",
-                    "Add a bdev with ceph rbd backend",
-                    &[
-                        o('b', "name", "name", Str, "Name of the bdev"),
-                        l(
-                            "user",
-                            "user_id",
-                            Str,
-                            "Ceph user name (i.e. admin, not client.admin)"
-                        ),
-                        l(
-                            "config",
-                            "config",
-                            KeyValue,
-                            "A key=value option for rados_conf_set (repeatable)"
-                        ),
-                        pos(0, "pool_name", Str, "rbd pool name"),
-                        pos(1, "rbd_name", Str, "rbd image name"),
-                        pos(2, "block_size", Int, "rbd block size"),
-                        o(
-                            'c',
-                            "cluster-name",
-                            "cluster_name",
-                            Str,
-                            "Registered Rados cluster to use"
-                        ),
-                        o('u', "uuid", "uuid", Str, "UUID of the bdev"),
-                        o(
-                            'r',
-                            "readonly",
-                            "read_only",
-                            Flag,
-                            "Open the image read-only"
-                        ),
-                        l(
-                            "namespace-name",
-                            "namespace_name",
-                            Str,
-                            "RADOS namespace of the image (rtgt)"
-                        ),
-                    ]
+                spec: prints(
+                    m(
+                        "bdev_rbd_create",
+                        "Add a bdev with ceph rbd backend",
+                        &[
+                            o('b', "name", "name", Str, "Name of the bdev"),
+                            l(
+                                "user",
+                                "user_id",
+                                Str,
+                                "Ceph user name (i.e. admin, not client.admin)"
+                            ),
+                            l(
+                                "config",
+                                "config",
+                                KeyValue,
+                                "A key=value option for rados_conf_set (repeatable)"
+                            ),
+                            pos(0, "pool_name", Str, "rbd pool name"),
+                            pos(1, "rbd_name", Str, "rbd image name"),
+                            pos(2, "block_size", Int, "rbd block size"),
+                            o(
+                                'c',
+                                "cluster-name",
+                                "cluster_name",
+                                Str,
+                                "Registered Rados cluster to use"
+                            ),
+                            o('u', "uuid", "uuid", Str, "UUID of the bdev"),
+                            o(
+                                'r',
+                                "readonly",
+                                "read_only",
+                                Flag,
+                                "Open the image read-only"
+                            ),
+                            l(
+                                "namespace-name",
+                                "namespace_name",
+                                Str,
+                                "RADOS namespace of the image (rtgt)"
+                            ),
+                        ]
+                    ),
+                    Prints::Json
                 ),
                 run: create,
+                fields: target_core::rpc_spec::struct_fields::<Create>,
             },
             BdevMethod {
                 spec: m(
@@ -145,26 +158,35 @@ target_core::register_bdev_module!(
                         .comp(Complete::BdevOf(RBD_PRODUCT_NAME)),]
                 ),
                 run: delete,
+                fields: target_core::rpc_spec::struct_fields::<Delete>,
             },
             BdevMethod {
-                spec: m(
-                    "bdev_rbd_resize",
-                    "Resize a rbd bdev",
-                    &[
-                        pos(0, "name", Str, "rbd bdev name")
-                            .comp(Complete::BdevOf(RBD_PRODUCT_NAME)),
-                        pos(1, "new_size", Int, "New size in MiB (it only grows)"),
-                    ]
+                spec: prints(
+                    m(
+                        "bdev_rbd_resize",
+                        "Resize a rbd bdev",
+                        &[
+                            pos(0, "name", Str, "rbd bdev name")
+                                .comp(Complete::BdevOf(RBD_PRODUCT_NAME)),
+                            pos(1, "new_size", Int, "New size in MiB (it only grows)"),
+                        ]
+                    ),
+                    Prints::Json
                 ),
                 run: resize,
+                fields: target_core::rpc_spec::struct_fields::<Resize>,
             },
             BdevMethod {
-                spec: m(
-                    "bdev_rbd_wait_for_latest_osdmap",
-                    "Wait until a registered cluster has the latest OSD map",
-                    &[pos(0, "name", Str, "Name of the Rados cluster"),]
+                spec: prints(
+                    m(
+                        "bdev_rbd_wait_for_latest_osdmap",
+                        "Wait until a registered cluster has the latest OSD map",
+                        &[pos(0, "name", Str, "Name of the Rados cluster"),]
+                    ),
+                    Prints::Json
                 ),
                 run: wait_for_latest_osdmap,
+                fields: target_core::rpc_spec::struct_fields::<ClusterName>,
             },
         ],
         state: Some(new_state),

@@ -12,11 +12,16 @@
 //! This crate is a leaf (it depends on `serde_json` only), so that target-core, the transports
 //! and the bdev modules can declare their parts without depending on the rpc crate.
 
+mod describe;
+mod fields;
 mod method;
 mod param;
 
+pub use describe::describe;
+pub use fields::struct_fields;
+
 pub use method::{
-    Action, ArgSpec, At, Complete, MethodSpec, ValueKind, action, aliased, discovery, grouped, l,
-    m, o, pos, pos_opt,
+    Action, ArgSpec, At, Complete, MethodSpec, Prints, ValueKind, action, aliased, discovery,
+    grouped, key, l, m, o, pos, pos_opt, prints,
 };
 pub use param::{Kind, Param, check_params, kind_ok, opt, req};

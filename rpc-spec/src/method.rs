@@ -23,6 +23,8 @@ pub enum ValueKind {
     Flag,
     /// argparse `store_false`: no value; the key is always sent, `true` unless given.
     FlagOff,
+    /// argparse `store_true` with `default=None`: no value; `true` is sent only when given.
+    FlagIfGiven,
     /// argparse `BooleanOptionalAction`: `--x` sends `true`, `--no-x` sends `false`; absent,
     /// the default is sent if there is one, else nothing.
     Toggle(Option<bool>),
@@ -47,7 +49,7 @@ pub enum ValueKind {
 impl ValueKind {
     /// Whether the argument takes a value on the command line.
     pub fn takes_value(self) -> bool {
-        !matches!(self, Flag | FlagOff | Toggle(_))
+        !matches!(self, Flag | FlagOff | FlagIfGiven | Toggle(_))
     }
 }
 
@@ -91,6 +93,9 @@ pub enum At {
     Pos(usize),
     /// An option with an optional short name and a long name.
     Opt(Option<char>, &'static str),
+    /// A parameter the server takes that the command lines do not offer (older clients' keys,
+    /// rtgt extensions reached with raw parameters).
+    Key,
 }
 
 /// One argument of a method.
@@ -110,6 +115,9 @@ pub struct ArgSpec {
     pub complete: Complete,
     /// Key of an argument it cannot be combined with.
     pub conflicts: Option<&'static str>,
+    /// The exact JSON type the server takes, where it is narrower than what the value kind
+    /// sends (`Uint(32)` for an `Int`).
+    pub json: Option<Kind>,
 }
 
 impl ArgSpec {
@@ -131,6 +139,17 @@ impl ArgSpec {
         self
     }
 
+    /// Narrows the JSON type the server takes.
+    pub const fn json(mut self, kind: Kind) -> Self {
+        self.json = Some(kind);
+        self
+    }
+
+    /// Whether the command lines offer it.
+    pub fn on_command_line(&self) -> bool {
+        !matches!(self.at, At::Key)
+    }
+
     /// Whether it is positional.
     pub fn is_positional(&self) -> bool {
         matches!(self.at, At::Pos(_))
@@ -140,7 +159,7 @@ impl ArgSpec {
     pub fn long(&self) -> Option<&'static str> {
         match self.at {
             At::Opt(_, l) => Some(l),
-            At::Pos(_) => None,
+            At::Pos(_) | At::Key => None,
         }
     }
 
@@ -148,7 +167,7 @@ impl ArgSpec {
     pub fn short(&self) -> Option<char> {
         match self.at {
             At::Opt(s, _) => s,
-            At::Pos(_) => None,
+            At::Pos(_) | At::Key => None,
         }
     }
 }
@@ -163,6 +182,7 @@ pub const fn pos(i: usize, key: &'static str, kind: ValueKind, help: &'static st
         help,
         complete: Complete::None,
         conflicts: None,
+        json: None,
     }
 }
 
@@ -190,6 +210,7 @@ pub const fn o(
         help,
         complete: Complete::None,
         conflicts: None,
+        json: None,
     }
 }
 
@@ -208,7 +229,33 @@ pub const fn l(
         help,
         complete: Complete::None,
         conflicts: None,
+        json: None,
     }
+}
+
+/// A parameter with no command-line form (see [`At::Key`]).
+pub const fn key(key: &'static str, json: Kind, help: &'static str) -> ArgSpec {
+    ArgSpec {
+        key,
+        at: At::Key,
+        kind: Str,
+        required: false,
+        help,
+        complete: Complete::None,
+        conflicts: None,
+        json: Some(json),
+    }
+}
+
+/// What the command lines print of a result (rpc.py's choice of printer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prints {
+    /// Nothing (rpc.py does not print the `true` of most setters and deletes).
+    Nothing,
+    /// The result as JSON, a string without its quotes (a created bdev's name).
+    Json,
+    /// The result as indented JSON.
+    Dict,
 }
 
 /// What running a method means.
@@ -246,6 +293,8 @@ pub struct MethodSpec {
     pub discovery_alias: bool,
     /// What running it means.
     pub action: Action,
+    /// What `rtgt-rpc` prints of its result (`rtgt rpc` always prints JSON).
+    pub prints: Prints,
 }
 
 /// A method that runs one call, with these arguments.
@@ -258,6 +307,7 @@ pub const fn m(name: &'static str, about: &'static str, args: &'static [ArgSpec]
         aliases: &[],
         discovery_alias: false,
         action: Action::Call,
+        prints: Prints::Nothing,
     }
 }
 
@@ -268,6 +318,12 @@ pub const fn grouped(
     keys: &'static [&'static str],
 ) -> MethodSpec {
     s.group = Some((name, keys));
+    s
+}
+
+/// A method whose result rpc.py prints with `p`.
+pub const fn prints(mut s: MethodSpec, p: Prints) -> MethodSpec {
+    s.prints = p;
     s
 }
 
@@ -295,7 +351,7 @@ impl MethodSpec {
         let mut v: Vec<&'static ArgSpec> = self.args.iter().filter(|a| a.is_positional()).collect();
         v.sort_by_key(|a| match a.at {
             At::Pos(i) => i,
-            At::Opt(..) => usize::MAX,
+            At::Opt(..) | At::Key => usize::MAX,
         });
         v
     }
@@ -319,10 +375,13 @@ impl MethodSpec {
 impl ArgSpec {
     /// The JSON type of the value this argument sends.
     pub fn json_kind(&self) -> Kind {
+        if let Some(k) = self.json {
+            return k;
+        }
         match self.kind {
             Str | Choice(_) => Kind::Str,
             Int | IntIn(..) => Kind::Int,
-            Flag | FlagOff | Toggle(_) => Kind::Bool,
+            Flag | FlagOff | FlagIfGiven | Toggle(_) => Kind::Bool,
             List | ListOf(_) => Kind::StrList,
             FlagSet(names) => Kind::Flags(names),
             SizeMib { .. } => Kind::Uint(64),

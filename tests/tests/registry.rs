@@ -133,8 +133,9 @@ fn transport_declared_options_and_attributes_go_through_rpc_generically() {
     // and saved only when set.
     let e = r.err("nvmf_create_subsystem", json!({"nqn": NQN, "loop_tag": ""}));
     assert_code(&e, -32602, "Invalid loop_tag \"\": must not be empty");
+    // A value of the wrong JSON type fails the method spec's check, before the attribute's.
     let e = r.err("nvmf_create_subsystem", json!({"nqn": NQN, "loop_tag": 5}));
-    assert_code(&e, -32602, "loop_tag");
+    assert_code(&e, -32602, "Invalid parameters");
     r.ok(
         "nvmf_create_subsystem",
         json!({"nqn": NQN, "loop_tag": "blue"}),

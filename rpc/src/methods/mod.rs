@@ -28,6 +28,7 @@ pub mod framework;
 pub mod load;
 pub mod nvmf;
 pub mod options;
+pub mod specs;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -103,11 +104,34 @@ where
     F: Fn(P, Arc<Rtgt>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = RpcResult<R>> + Send + 'static,
 {
-    m.register_typed_async(name, mask, decode, move |p: P, ctx: Arc<Rtgt>| {
-        let fut = f(p, ctx);
-        async move { fut.await.inspect_err(|e| log_failure(name, e)) }
-    })?;
+    crate::spec::record_fields::<P>(name);
+    m.register_async(
+        name,
+        mask,
+        move |p: crate::Params<'static>, ctx: Arc<Rtgt>| {
+            let decoded =
+                check_spec(name, decode, &p).and_then(|()| Ok(crate::params::decode(&p, decode)?));
+            let f = f.clone();
+            async move {
+                let r = match decoded {
+                    Ok(a) => f(a, ctx).await,
+                    Err(e) => Err(e),
+                };
+                r.inspect_err(|e| log_failure(name, e))
+            }
+        },
+    )?;
     Ok(())
+}
+
+/// Checks `p` against the spec of method `name` ([`specs`]) with decode rule `decode`:
+/// unknown keys (top-level ones ignored when relaxed), JSON types, required keys. A failure is
+/// the canned error of the rule.
+pub(crate) fn check_spec(name: &str, decode: Decode, p: &crate::Params<'_>) -> RpcResult<()> {
+    match specs::find(name) {
+        Some(spec) => crate::spec::check_request(p, spec, decode).map(|_| ()),
+        None => Ok(()),
+    }
 }
 
 /// Registers a synchronous method (one that never waits) whose errors are logged with the
@@ -123,7 +147,9 @@ where
     F: Fn(crate::Params<'_>, &Rtgt) -> RpcResult<R> + Send + Sync + 'static,
 {
     m.register(name, mask, move |p: crate::Params<'_>, ctx: &Rtgt| {
-        f(p, ctx).inspect_err(|e| log_failure(name, e))
+        check_spec(name, Decode::Strict, &p)
+            .and_then(|()| f(p, ctx))
+            .inspect_err(|e| log_failure(name, e))
     })?;
     Ok(())
 }
@@ -209,7 +235,7 @@ pub(crate) fn parse_hex<const N: usize>(s: &str) -> Option<[u8; N]> {
 /// The JSON types and parameter tables of the methods whose parameters are checked against a
 /// table rather than a struct (the option setters, the transport options): the method spec's.
 pub use rpc_spec::{Kind, Param};
-pub(crate) use rpc_spec::{check_params, opt, req};
+pub(crate) use rpc_spec::{check_params, opt};
 
 /// Decodes `params` as a JSON object (absent = `{}`), with the decode error of `flavor`.
 pub(crate) fn params_object(

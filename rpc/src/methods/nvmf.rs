@@ -21,20 +21,26 @@ use target_core::target::{
 };
 
 use super::{
-    DEFAULT_DMRSL, DEFAULT_WZSL, Kind, Param, Rtgt, add, check_params, check_tgt, hex_upper,
-    internal, invalid, not_supported, nvmf_err, opt, parse_hex, parse_uuid,
+    DEFAULT_DMRSL, DEFAULT_WZSL, Param, Rtgt, add, check_params, check_tgt, hex_upper, internal,
+    invalid, not_supported, nvmf_err, opt, parse_hex, parse_uuid,
 };
 use crate::params::Decode;
 use crate::{Methods, RegisterError, RpcError, RpcResult, StateMask};
 
 /// The JSON types of the `nvmf_create_transport` options of transport `trtype`: the ones
-/// every transport shares, and the transport's own ([`TransportOps::options`]). Other keys go
-/// to the transport unchecked, and it refuses those it does not use (`-32602`).
+/// every transport shares, the transport's own ([`TransportOps::options`]), then the other
+/// keys of the method's spec (rpc.py's options). Other keys go to the transport unchecked, and
+/// it refuses those it does not use (`-32602`).
 pub fn transport_options(trtype: &str) -> Vec<Param> {
     let mut table = COMMON_TRANSPORT_OPTIONS.to_vec();
-    for a in registry::find(trtype).map_or(&[][..], |ops| ops.options) {
-        if !table.iter().any(|p| p.name == a.name) {
-            table.push(opt(a.name, a.kind));
+    let own = registry::find(trtype).map_or(&[][..], |ops| ops.options);
+    let spec = super::specs::find("nvmf_create_transport")
+        .map(|s| crate::spec::request_params(s).0)
+        .unwrap_or_default();
+    let more = own.iter().map(|a| opt(a.name, a.kind)).chain(spec);
+    for p in more {
+        if !table.iter().any(|t| t.name == p.name) {
+            table.push(opt(p.name, p.kind));
         }
     }
     table
@@ -51,16 +57,6 @@ pub const PASSTHRU: &[&str] = &[
     "fw_update",
     "nvme_mi",
     "vendor_specific",
-];
-
-const SET_CONFIG: &[Param] = &[
-    opt("admin_cmd_passthru", Kind::Flags(PASSTHRU)),
-    opt("poll_groups_mask", Kind::Str),
-    opt("discovery_filter", Kind::Str),
-    opt("discovery_filters", Kind::StrList),
-    opt("dhchap_digests", Kind::StrList),
-    opt("dhchap_dhgroups", Kind::StrList),
-    opt("dup_host_policy", Kind::Str),
 ];
 
 /// Every DH-HMAC-CHAP digest SPDK knows (its default list).
@@ -166,7 +162,7 @@ struct AddListener {
 
 /// SPDK's listener parameter that belongs to a transport (TCP's socket implementation): it is
 /// stored as a listener attribute when the listener's transport declares it, refused otherwise.
-const SPDK_LISTENER_ATTRS: &[&str] = &["sock_impl"];
+pub const SPDK_LISTENER_ATTRS: &[&str] = &["sock_impl"];
 
 #[derive(Deserialize)]
 struct RemoveListener {
@@ -262,8 +258,10 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
 
     m.register_async("nvmf_create_transport", R, create_transport)?;
     add(m, "nvmf_get_transports", R, Strict, get_transports)?;
+    crate::spec::record_fields::<CreateSubsystem>("nvmf_create_subsystem");
     m.register_async("nvmf_create_subsystem", R, |p, ctx| async move {
-        let r = create_subsystem_params(&p);
+        let r = super::check_spec("nvmf_create_subsystem", Strict, &p)
+            .and_then(|()| create_subsystem_params(&p));
         let r = match r {
             Ok((a, attrs)) => create_subsystem(a, attrs, ctx).await,
             Err(e) => Err(e),
@@ -272,8 +270,10 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
     })?;
     add(m, "nvmf_delete_subsystem", R, Strict, delete_subsystem)?;
     add(m, "nvmf_get_subsystems", R, Strict, get_subsystems)?;
+    crate::spec::record_fields::<AddListener>("nvmf_subsystem_add_listener");
     m.register_async("nvmf_subsystem_add_listener", R, |p, ctx| async move {
-        let r = match add_listener_params(&p) {
+        let checked = super::check_spec("nvmf_subsystem_add_listener", Relaxed, &p);
+        let r = match checked.and_then(|()| add_listener_params(&p)) {
             Ok((a, attrs)) => add_listener(a, attrs, ctx).await,
             Err(e) => Err(e),
         };
@@ -947,7 +947,8 @@ fn set_config_inner(p: &crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
         tracing::warn!("nvmf_set_config: {why}");
         RpcError::invalid_params(format!("Invalid parameters: {why}"))
     };
-    check_params(&given, SET_CONFIG, false).map_err(bad)?;
+    let spec = super::specs::find("nvmf_set_config").ok_or_else(RpcError::internal_default)?;
+    check_params(&given, &crate::spec::request_params(spec).0, false).map_err(bad)?;
     if given.contains_key("discovery_filter") && given.contains_key("discovery_filters") {
         return Err(bad(
             "discovery_filter and discovery_filters are exclusive".into()

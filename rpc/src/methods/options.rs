@@ -24,7 +24,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::nvmf::{DHGROUPS, DIGESTS};
-use super::{Kind, Param, Rtgt, add, check_params, log_failure, opt, params_object, req};
+use super::{Param, Rtgt, add, check_params, log_failure, params_object};
 use crate::params::{Decode, DecodeFlavor};
 use crate::{Methods, Params, RegisterError, RpcError, RpcResult, StateMask};
 
@@ -94,8 +94,6 @@ pub struct Setter {
     pub subsystem: &'static str,
     /// When it may be called.
     pub mask: StateMask,
-    /// Its parameters.
-    pub params: &'static [Param],
     /// The calls accepted (without effect).
     pub accepts: Accepts,
     /// Why rtgt has no use for it (the end of the refusal's message).
@@ -106,11 +104,6 @@ pub struct Setter {
 
 /// Extra validation of a setter's values; `Err` gives the reason.
 pub type CheckFn = fn(&Map<String, Value>) -> Result<(), String>;
-
-const U8: Kind = Kind::Uint(8);
-const U16: Kind = Kind::Uint(16);
-const U32: Kind = Kind::Uint(32);
-const U64: Kind = Kind::Uint(64);
 
 use Dflt::{Bool, Int, Policy, Str, Strs, Uint};
 
@@ -127,13 +120,6 @@ pub const SETTERS: &[Setter] = &[
         method: "iobuf_set_options",
         subsystem: "iobuf",
         mask: StateMask::STARTUP,
-        params: &[
-            opt("small_pool_count", U64),
-            opt("large_pool_count", U64),
-            opt("small_bufsize", U32),
-            opt("large_bufsize", U32),
-            opt("enable_numa", Kind::Bool),
-        ],
         accepts: Accepts::Defaults(&[
             ("small_pool_count", &[Uint(8192)]),
             ("large_pool_count", &[Uint(1024)]),
@@ -148,7 +134,6 @@ pub const SETTERS: &[Setter] = &[
         method: "sock_set_default_impl",
         subsystem: "sock",
         mask: StateMask::STARTUP,
-        params: &[req("impl_name", Kind::Str)],
         accepts: Accepts::Defaults(&[("impl_name", &[Str("posix")])]),
         why: "rtgt has no socket layer (its transports are RDMA and SRP)",
         check: Some(check_sock_impl),
@@ -157,21 +142,6 @@ pub const SETTERS: &[Setter] = &[
         method: "sock_impl_set_options",
         subsystem: "sock",
         mask: StateMask::STARTUP,
-        params: &[
-            req("impl_name", Kind::Str),
-            opt("recv_buf_size", U32),
-            opt("send_buf_size", U32),
-            opt("enable_recv_pipe", Kind::Bool),
-            opt("enable_quickack", Kind::Bool),
-            opt("enable_placement_id", U32),
-            opt("enable_zerocopy_send_server", Kind::Bool),
-            opt("enable_zerocopy_send_client", Kind::Bool),
-            opt("zerocopy_threshold", U32),
-            opt("tls_version", U32),
-            opt("enable_ktls", Kind::Bool),
-            // Older SPDK releases.
-            opt("enable_zerocopy_send", Kind::Bool),
-        ],
         accepts: Accepts::Defaults(&[
             ("impl_name", &[Str("posix"), Str("ssl"), Str("uring")]),
             ("recv_buf_size", SOCK_BUF),
@@ -193,7 +163,6 @@ pub const SETTERS: &[Setter] = &[
         method: "vmd_enable",
         subsystem: "vmd",
         mask: StateMask::STARTUP,
-        params: &[],
         accepts: Accepts::Nothing,
         why: "rtgt has no VMD driver (and no NVMe bdevs behind one)",
         check: None,
@@ -202,13 +171,6 @@ pub const SETTERS: &[Setter] = &[
         method: "accel_set_options",
         subsystem: "accel",
         mask: StateMask::STARTUP,
-        params: &[
-            opt("small_cache_size", U32),
-            opt("large_cache_size", U32),
-            opt("task_count", U32),
-            opt("sequence_count", U32),
-            opt("buf_count", U32),
-        ],
         accepts: Accepts::Defaults(&[
             ("small_cache_size", &[Uint(128)]),
             ("large_cache_size", &[Uint(16)]),
@@ -223,7 +185,6 @@ pub const SETTERS: &[Setter] = &[
         method: "accel_assign_opc",
         subsystem: "accel",
         mask: StateMask::STARTUP,
-        params: &[req("opname", Kind::Str), req("module", Kind::Str)],
         accepts: Accepts::Nothing,
         why: "rtgt has no acceleration framework",
         check: None,
@@ -232,13 +193,6 @@ pub const SETTERS: &[Setter] = &[
         method: "bdev_set_options",
         subsystem: "bdev",
         mask: StateMask::STARTUP,
-        params: &[
-            opt("bdev_io_pool_size", U32),
-            opt("bdev_io_cache_size", U32),
-            opt("bdev_auto_examine", Kind::Bool),
-            opt("iobuf_small_cache_size", U32),
-            opt("iobuf_large_cache_size", U32),
-        ],
         accepts: Accepts::Defaults(&[
             ("bdev_io_pool_size", &[Uint(65535)]),
             ("bdev_io_cache_size", &[Uint(256)]),
@@ -253,10 +207,6 @@ pub const SETTERS: &[Setter] = &[
         method: "bdev_raid_set_options",
         subsystem: "bdev",
         mask: StateMask::ANY,
-        params: &[
-            opt("process_window_size_kb", U32),
-            opt("process_max_bandwidth_mb_sec", U32),
-        ],
         accepts: Accepts::Defaults(&[
             ("process_window_size_kb", &[Uint(1024)]),
             ("process_max_bandwidth_mb_sec", ZERO),
@@ -268,7 +218,6 @@ pub const SETTERS: &[Setter] = &[
         method: "bdev_iscsi_set_options",
         subsystem: "bdev",
         mask: StateMask::ANY,
-        params: &[opt("timeout_sec", U64)],
         accepts: Accepts::Defaults(&[("timeout_sec", &[Uint(30)])]),
         why: "rtgt has no iSCSI bdevs",
         check: None,
@@ -277,43 +226,6 @@ pub const SETTERS: &[Setter] = &[
         method: "bdev_nvme_set_options",
         subsystem: "bdev",
         mask: StateMask::ANY,
-        params: &[
-            opt("action_on_timeout", Kind::Str),
-            opt("timeout_us", U64),
-            opt("timeout_admin_us", U64),
-            opt("keep_alive_timeout_ms", U32),
-            opt("arbitration_burst", U32),
-            opt("low_priority_weight", U32),
-            opt("medium_priority_weight", U32),
-            opt("high_priority_weight", U32),
-            opt("nvme_adminq_poll_period_us", U64),
-            opt("nvme_ioq_poll_period_us", U64),
-            opt("io_queue_requests", U32),
-            opt("delay_cmd_submit", Kind::Bool),
-            opt("transport_retry_count", U32),
-            opt("bdev_retry_count", Kind::I32),
-            opt("transport_ack_timeout", U8),
-            opt("ctrlr_loss_timeout_sec", Kind::I32),
-            opt("reconnect_delay_sec", U32),
-            opt("fast_io_fail_timeout_sec", U32),
-            opt("disable_auto_failback", Kind::Bool),
-            opt("generate_uuids", Kind::Bool),
-            opt("transport_tos", U8),
-            opt("nvme_error_stat", Kind::Bool),
-            opt("rdma_srq_size", U32),
-            opt("io_path_stat", Kind::Bool),
-            opt("allow_accel_sequence", Kind::Bool),
-            opt("rdma_max_cq_size", U32),
-            opt("rdma_cm_event_timeout_ms", U16),
-            opt("dhchap_digests", Kind::StrList),
-            opt("dhchap_dhgroups", Kind::StrList),
-            opt("rdma_umr_per_io", Kind::Bool),
-            opt("tcp_connect_timeout_ms", U32),
-            opt("enable_flush", Kind::Bool),
-            opt("multipath_opts", Kind::Object),
-            // Older SPDK releases.
-            opt("retry_count", U32),
-        ],
         accepts: Accepts::Defaults(&[
             ("action_on_timeout", &[Str("none")]),
             ("timeout_us", ZERO),
@@ -357,7 +269,6 @@ pub const SETTERS: &[Setter] = &[
         method: "bdev_nvme_set_hotplug",
         subsystem: "bdev",
         mask: StateMask::RUNTIME,
-        params: &[req("enable", Kind::Bool), opt("period_us", U64)],
         accepts: Accepts::Defaults(&[("enable", F), ("period_us", &[Uint(100_000)])]),
         why: "rtgt has no NVMe bdevs",
         check: None,
@@ -366,14 +277,6 @@ pub const SETTERS: &[Setter] = &[
         method: "framework_set_scheduler",
         subsystem: "scheduler",
         mask: StateMask::ANY,
-        params: &[
-            req("name", Kind::Str),
-            opt("period", U64),
-            opt("load_limit", U8),
-            opt("core_limit", U8),
-            opt("core_busy", U8),
-            opt("mappings", Kind::Str),
-        ],
         // The static scheduler has no period (SPDK writes none), nor the dynamic one's limits.
         accepts: Accepts::Defaults(&[("name", &[Str("static")]), ("period", ZERO)]),
         why: "rtgt's reactors run the static schedule: one poll group on each reactor's core",
@@ -383,7 +286,6 @@ pub const SETTERS: &[Setter] = &[
         method: "keyring_linux_set_options",
         subsystem: "keyring",
         mask: StateMask::STARTUP,
-        params: &[opt("enable", Kind::Bool)],
         accepts: Accepts::Defaults(&[("enable", F)]),
         why: "rtgt has no Linux keyring module (keys come from files: keyring_file_add_key)",
         check: None,
@@ -448,6 +350,13 @@ fn check_scheduler(p: &Map<String, Value>) -> Result<(), String> {
 }
 
 impl Setter {
+    /// Its parameters: its method's spec ([`super::specs`]).
+    pub fn params(&self) -> Vec<Param> {
+        super::specs::find(self.method)
+            .map(|s| crate::spec::request_params(s).0)
+            .unwrap_or_default()
+    }
+
     /// Why `params` (already type-checked) would have no effect, if they would: the first
     /// parameter whose value is not one of SPDK's defaults.
     pub fn refusal(&self, params: &Map<String, Value>) -> Option<String> {
@@ -577,7 +486,7 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
 fn apply_setter(setter: &Setter, p: &Params<'_>) -> RpcResult<bool> {
     let params = params_object(p, DecodeFlavor::InvalidParams)?;
     let bad = |why: String| RpcError::invalid_params(format!("Invalid parameters: {why}"));
-    check_params(&params, setter.params, false).map_err(bad)?;
+    check_params(&params, &setter.params(), false).map_err(bad)?;
     if let Some(check) = setter.check {
         check(&params).map_err(bad)?;
     }
@@ -713,7 +622,8 @@ mod tests {
             );
             if let Accepts::Defaults(d) = s.accepts {
                 for (k, values) in d {
-                    let p = s.params.iter().find(|p| p.name == *k);
+                    let params = s.params();
+                    let p = params.iter().find(|p| p.name == *k);
                     let p = p.unwrap_or_else(|| panic!("{}: default for unknown {k}", s.method));
                     for v in *values {
                         assert!(

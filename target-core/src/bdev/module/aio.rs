@@ -2,7 +2,7 @@
 //! `bdev_aio_create`, `bdev_aio_delete`.
 
 use rpc_spec::ValueKind::*;
-use rpc_spec::{Complete, l, m, o, pos, pos_opt};
+use rpc_spec::{Complete, Prints, l, m, o, pos, pos_opt, prints};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -18,30 +18,35 @@ crate::register_bdev_module!(
         name: "aio",
         methods: &[
             BdevMethod {
-                spec: m(
-                    "bdev_aio_create",
-                    "Create a bdev on a file or block device (io_uring)",
-                    &[
-                        pos(0, "filename", Str, "Path to the device or file").comp(Complete::File),
-                        pos(1, "name", Str, "Block device name"),
-                        pos_opt(2, "block_size", Int, "Block size (default: detected)"),
-                        o('r', "readonly", "readonly", Flag, "Read-only bdev"),
-                        l(
-                            "fallocate",
-                            "fallocate",
-                            Flag,
-                            "Support unmap/write zeroes with fallocate"
-                        ),
-                        o('u', "uuid", "uuid", Str, "UUID of the bdev"),
-                        l(
-                            "no-wait",
-                            "nowait",
-                            Flag,
-                            "RWF_NOWAIT (rtgt: not supported)"
-                        ),
-                    ]
+                spec: prints(
+                    m(
+                        "bdev_aio_create",
+                        "Create a bdev on a file or block device (io_uring)",
+                        &[
+                            pos(0, "filename", Str, "Path to the device or file")
+                                .comp(Complete::File),
+                            pos(1, "name", Str, "Block device name"),
+                            pos_opt(2, "block_size", Int, "Block size (default: detected)"),
+                            o('r', "readonly", "readonly", Flag, "Read-only bdev"),
+                            l(
+                                "fallocate",
+                                "fallocate",
+                                Flag,
+                                "Support unmap/write zeroes with fallocate"
+                            ),
+                            o('u', "uuid", "uuid", Str, "UUID of the bdev"),
+                            l(
+                                "no-wait",
+                                "nowait",
+                                Flag,
+                                "RWF_NOWAIT (rtgt: not supported)"
+                            ),
+                        ]
+                    ),
+                    Prints::Json
                 ),
                 run: create,
+                fields: rpc_spec::struct_fields::<Create>,
             },
             BdevMethod {
                 spec: m(
@@ -50,6 +55,7 @@ crate::register_bdev_module!(
                     &[pos(0, "name", Str, "Aio bdev name").comp(Complete::BdevOf(PRODUCT)),]
                 ),
                 run: delete,
+                fields: rpc_spec::struct_fields::<Name>,
             },
         ],
         state: None,

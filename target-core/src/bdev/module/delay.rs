@@ -2,7 +2,7 @@
 //! `bdev_delay_update_latency`.
 
 use rpc_spec::ValueKind::*;
-use rpc_spec::{Complete, m, o, pos};
+use rpc_spec::{Complete, Prints, m, o, pos, prints};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -18,56 +18,60 @@ crate::register_bdev_module!(
         name: "delay",
         methods: &[
             BdevMethod {
-                spec: m(
-                    "bdev_delay_create",
-                    "Add a delay bdev on an existing bdev",
-                    &[
-                        o(
-                            'b',
-                            "base-bdev-name",
-                            "base_bdev_name",
-                            Str,
-                            "Name of the existing bdev"
-                        )
-                        .req()
-                        .comp(Complete::FreeBdev),
-                        o('d', "name", "name", Str, "Name of the delay bdev").req(),
-                        o('u', "uuid", "uuid", Str, "UUID of the bdev"),
-                        o(
-                            'r',
-                            "avg-read-latency",
-                            "avg_read_latency",
-                            Int,
-                            "Average latency of reads, in microseconds"
-                        )
-                        .req(),
-                        o(
-                            't',
-                            "nine-nine-read-latency",
-                            "p99_read_latency",
-                            Int,
-                            "Latency of 1 read in 100, in microseconds"
-                        )
-                        .req(),
-                        o(
-                            'w',
-                            "avg-write-latency",
-                            "avg_write_latency",
-                            Int,
-                            "Average latency of writes, in microseconds"
-                        )
-                        .req(),
-                        o(
-                            'n',
-                            "nine-nine-write-latency",
-                            "p99_write_latency",
-                            Int,
-                            "Latency of 1 write in 100, in microseconds"
-                        )
-                        .req(),
-                    ]
+                spec: prints(
+                    m(
+                        "bdev_delay_create",
+                        "Add a delay bdev on an existing bdev",
+                        &[
+                            o(
+                                'b',
+                                "base-bdev-name",
+                                "base_bdev_name",
+                                Str,
+                                "Name of the existing bdev"
+                            )
+                            .req()
+                            .comp(Complete::FreeBdev),
+                            o('d', "name", "name", Str, "Name of the delay bdev").req(),
+                            o('u', "uuid", "uuid", Str, "UUID of the bdev"),
+                            o(
+                                'r',
+                                "avg-read-latency",
+                                "avg_read_latency",
+                                Int,
+                                "Average latency of reads, in microseconds"
+                            )
+                            .req(),
+                            o(
+                                't',
+                                "nine-nine-read-latency",
+                                "p99_read_latency",
+                                Int,
+                                "Latency of 1 read in 100, in microseconds"
+                            )
+                            .req(),
+                            o(
+                                'w',
+                                "avg-write-latency",
+                                "avg_write_latency",
+                                Int,
+                                "Average latency of writes, in microseconds"
+                            )
+                            .req(),
+                            o(
+                                'n',
+                                "nine-nine-write-latency",
+                                "p99_write_latency",
+                                Int,
+                                "Latency of 1 write in 100, in microseconds"
+                            )
+                            .req(),
+                        ]
+                    ),
+                    Prints::Json
                 ),
                 run: create,
+                fields: rpc_spec::struct_fields::<Create>,
             },
             BdevMethod {
                 spec: m(
@@ -77,24 +81,29 @@ crate::register_bdev_module!(
                         .comp(Complete::BdevOf(DELAY_PRODUCT_NAME)),]
                 ),
                 run: delete,
+                fields: rpc_spec::struct_fields::<Name>,
             },
             BdevMethod {
-                spec: m(
-                    "bdev_delay_update_latency",
-                    "Update one of the latencies of a delay bdev",
-                    &[
-                        pos(0, "delay_bdev_name", Str, "Name of the delay bdev")
-                            .comp(Complete::BdevOf(DELAY_PRODUCT_NAME)),
-                        pos(
-                            1,
-                            "latency_type",
-                            Choice(&["avg_read", "avg_write", "p99_read", "p99_write"]),
-                            "Latency to update"
-                        ),
-                        pos(2, "latency_us", Int, "New latency in microseconds"),
-                    ]
+                spec: prints(
+                    m(
+                        "bdev_delay_update_latency",
+                        "Update one of the latencies of a delay bdev",
+                        &[
+                            pos(0, "delay_bdev_name", Str, "Name of the delay bdev")
+                                .comp(Complete::BdevOf(DELAY_PRODUCT_NAME)),
+                            pos(
+                                1,
+                                "latency_type",
+                                Choice(&["avg_read", "avg_write", "p99_read", "p99_write"]),
+                                "Latency to update"
+                            ),
+                            pos(2, "latency_us", Int, "New latency in microseconds"),
+                        ]
+                    ),
+                    Prints::Json
                 ),
                 run: update_latency,
+                fields: rpc_spec::struct_fields::<UpdateLatency>,
             },
         ],
         state: None,

@@ -1,7 +1,7 @@
 //! The malloc bdev module's methods: `bdev_malloc_create`, `bdev_malloc_delete`.
 
 use rpc_spec::ValueKind::*;
-use rpc_spec::{Complete, m, o, pos};
+use rpc_spec::{Complete, Prints, m, o, pos, prints};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -16,81 +16,85 @@ crate::register_bdev_module!(
         name: "malloc",
         methods: &[
             BdevMethod {
-                spec: m(
-                    "bdev_malloc_create",
-                    "Create a bdev with malloc backend",
-                    &[
-                        pos(
-                            0,
-                            "num_blocks",
-                            SizeMib {
-                                block_size: "block_size",
-                                float: true
-                            },
-                            "Size of the bdev in MiB (float > 0)"
-                        ),
-                        pos(1, "block_size", Int, "Data block size for this bdev"),
-                        o(
-                            'p',
-                            "physical-block-size",
-                            "physical_block_size",
-                            Int,
-                            "Physical block size for this bdev"
-                        ),
-                        o('b', "name", "name", Str, "Name of the bdev"),
-                        o('u', "uuid", "uuid", Str, "UUID of the bdev"),
-                        o(
-                            'o',
-                            "optimal-io-boundary",
-                            "optimal_io_boundary",
-                            Int,
-                            "Split on optimal IO boundary, in blocks (0: off)"
-                        ),
-                        o(
-                            'm',
-                            "md-size",
-                            "md_size",
-                            Int,
-                            "Metadata size (rtgt: 0 only)"
-                        ),
-                        o(
-                            'i',
-                            "md-interleave",
-                            "md_interleave",
-                            Flag,
-                            "Interleaved metadata"
-                        ),
-                        o(
-                            't',
-                            "dif-type",
-                            "dif_type",
-                            IntIn(0, 3),
-                            "Protection information type (rtgt: 0 only)"
-                        ),
-                        o(
-                            'd',
-                            "dif-is-head-of-md",
-                            "dif_is_head_of_md",
-                            Flag,
-                            "Protection information in the first 8 bytes of metadata"
-                        ),
-                        o(
-                            'f',
-                            "dif-pi-format",
-                            "dif_pi_format",
-                            IntIn(0, 2),
-                            "Protection information format"
-                        ),
-                        o(
-                            'n',
-                            "numa-id",
-                            "numa_id",
-                            Int,
-                            "NUMA node of the memory (-1: any)"
-                        ),
-                    ]
+                spec: prints(
+                    m(
+                        "bdev_malloc_create",
+                        "Create a bdev with malloc backend",
+                        &[
+                            pos(
+                                0,
+                                "num_blocks",
+                                SizeMib {
+                                    block_size: "block_size",
+                                    float: true
+                                },
+                                "Size of the bdev in MiB (float > 0)"
+                            ),
+                            pos(1, "block_size", Int, "Data block size for this bdev"),
+                            o(
+                                'p',
+                                "physical-block-size",
+                                "physical_block_size",
+                                Int,
+                                "Physical block size for this bdev"
+                            ),
+                            o('b', "name", "name", Str, "Name of the bdev"),
+                            o('u', "uuid", "uuid", Str, "UUID of the bdev"),
+                            o(
+                                'o',
+                                "optimal-io-boundary",
+                                "optimal_io_boundary",
+                                Int,
+                                "Split on optimal IO boundary, in blocks (0: off)"
+                            ),
+                            o(
+                                'm',
+                                "md-size",
+                                "md_size",
+                                Int,
+                                "Metadata size (rtgt: 0 only)"
+                            ),
+                            o(
+                                'i',
+                                "md-interleave",
+                                "md_interleave",
+                                Flag,
+                                "Interleaved metadata"
+                            ),
+                            o(
+                                't',
+                                "dif-type",
+                                "dif_type",
+                                IntIn(0, 3),
+                                "Protection information type (rtgt: 0 only)"
+                            ),
+                            o(
+                                'd',
+                                "dif-is-head-of-md",
+                                "dif_is_head_of_md",
+                                Flag,
+                                "Protection information in the first 8 bytes of metadata"
+                            ),
+                            o(
+                                'f',
+                                "dif-pi-format",
+                                "dif_pi_format",
+                                IntIn(0, 2),
+                                "Protection information format"
+                            ),
+                            o(
+                                'n',
+                                "numa-id",
+                                "numa_id",
+                                Int,
+                                "NUMA node of the memory (-1: any)"
+                            ),
+                        ]
+                    ),
+                    Prints::Json
                 ),
                 run: create,
+                fields: rpc_spec::struct_fields::<Create>,
             },
             BdevMethod {
                 spec: m(
@@ -99,6 +103,7 @@ crate::register_bdev_module!(
                     &[pos(0, "name", Str, "Malloc bdev name").comp(Complete::BdevOf(PRODUCT)),]
                 ),
                 run: delete,
+                fields: rpc_spec::struct_fields::<Name>,
             },
         ],
         state: None,

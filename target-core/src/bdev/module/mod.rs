@@ -13,7 +13,11 @@
 //! ```ignore
 //! target_core::register_bdev_module!(NULL_MODULE = BdevModuleOps {
 //!     name: "null",
-//!     methods: &[BdevMethod { spec: NULL_CREATE_SPEC, run: null_create }],
+//!     methods: &[BdevMethod {
+//!         spec: NULL_CREATE_SPEC,
+//!         run: null_create,
+//!         fields: rpc_spec::struct_fields::<NullCreate>,
+//!     }],
 //!     state: None,
 //!     config: None,
 //! });
@@ -143,6 +147,9 @@ pub struct BdevMethod {
     pub spec: MethodSpec,
     /// Its handler.
     pub run: MethodFn,
+    /// The keys its parameter struct declares (`rpc_spec::struct_fields::<Params>`), which a
+    /// test compares with the spec's.
+    pub fields: fn() -> Option<Vec<&'static str>>,
 }
 
 /// The static entry a bdev module registers.

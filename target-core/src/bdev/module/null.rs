@@ -1,7 +1,7 @@
 //! The null bdev module's methods: `bdev_null_create`, `bdev_null_delete`.
 
 use rpc_spec::ValueKind::*;
-use rpc_spec::{Complete, m, o, pos};
+use rpc_spec::{Complete, Prints, m, o, pos, prints};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -17,95 +17,99 @@ crate::register_bdev_module!(
         name: "null",
         methods: &[
             BdevMethod {
-                spec: m(
-                    "bdev_null_create",
-                    "Create a bdev with null backend",
-                    &[
-                        pos(
-                            1,
-                            "num_blocks",
-                            SizeMib {
-                                block_size: "block_size",
-                                float: false
-                            },
-                            "Size of the bdev in MiB (int > 0)"
-                        ),
-                        pos(2, "block_size", Int, "Data block size for this bdev"),
-                        o(
-                            'p',
-                            "physical-block-size",
-                            "physical_block_size",
-                            Int,
-                            "Physical block size for this bdev"
-                        ),
-                        pos(0, "name", Str, "Block device name"),
-                        o('u', "uuid", "uuid", Str, "UUID of the bdev"),
-                        o(
-                            'm',
-                            "md-size",
-                            "md_size",
-                            Int,
-                            "Metadata size (rtgt: 0 only)"
-                        ),
-                        o(
-                            't',
-                            "dif-type",
-                            "dif_type",
-                            IntIn(0, 3),
-                            "Protection information type (rtgt: 0 only)"
-                        ),
-                        o(
-                            'd',
-                            "dif-is-head-of-md",
-                            "dif_is_head_of_md",
-                            Flag,
-                            "Protection information in the first 8 bytes of metadata"
-                        ),
-                        o(
-                            'f',
-                            "dif-pi-format",
-                            "dif_pi_format",
-                            IntIn(0, 2),
-                            "Protection information format"
-                        ),
-                        o(
-                            'a',
-                            "preferred-write-alignment",
-                            "preferred_write_alignment",
-                            Int,
-                            "Preferred write alignment in blocks"
-                        ),
-                        o(
-                            'g',
-                            "preferred-write-granularity",
-                            "preferred_write_granularity",
-                            Int,
-                            "Preferred write granularity in blocks"
-                        ),
-                        o(
-                            's',
-                            "optimal-write-size",
-                            "optimal_write_size",
-                            Int,
-                            "Optimal write size in blocks"
-                        ),
-                        o(
-                            'c',
-                            "preferred-unmap-alignment",
-                            "preferred_unmap_alignment",
-                            Int,
-                            "Preferred unmap alignment in blocks"
-                        ),
-                        o(
-                            'r',
-                            "preferred-unmap-granularity",
-                            "preferred_unmap_granularity",
-                            Int,
-                            "Preferred unmap granularity in blocks"
-                        ),
-                    ]
+                spec: prints(
+                    m(
+                        "bdev_null_create",
+                        "Create a bdev with null backend",
+                        &[
+                            pos(
+                                1,
+                                "num_blocks",
+                                SizeMib {
+                                    block_size: "block_size",
+                                    float: false
+                                },
+                                "Size of the bdev in MiB (int > 0)"
+                            ),
+                            pos(2, "block_size", Int, "Data block size for this bdev"),
+                            o(
+                                'p',
+                                "physical-block-size",
+                                "physical_block_size",
+                                Int,
+                                "Physical block size for this bdev"
+                            ),
+                            pos(0, "name", Str, "Block device name"),
+                            o('u', "uuid", "uuid", Str, "UUID of the bdev"),
+                            o(
+                                'm',
+                                "md-size",
+                                "md_size",
+                                Int,
+                                "Metadata size (rtgt: 0 only)"
+                            ),
+                            o(
+                                't',
+                                "dif-type",
+                                "dif_type",
+                                IntIn(0, 3),
+                                "Protection information type (rtgt: 0 only)"
+                            ),
+                            o(
+                                'd',
+                                "dif-is-head-of-md",
+                                "dif_is_head_of_md",
+                                Flag,
+                                "Protection information in the first 8 bytes of metadata"
+                            ),
+                            o(
+                                'f',
+                                "dif-pi-format",
+                                "dif_pi_format",
+                                IntIn(0, 2),
+                                "Protection information format"
+                            ),
+                            o(
+                                'a',
+                                "preferred-write-alignment",
+                                "preferred_write_alignment",
+                                Int,
+                                "Preferred write alignment in blocks"
+                            ),
+                            o(
+                                'g',
+                                "preferred-write-granularity",
+                                "preferred_write_granularity",
+                                Int,
+                                "Preferred write granularity in blocks"
+                            ),
+                            o(
+                                's',
+                                "optimal-write-size",
+                                "optimal_write_size",
+                                Int,
+                                "Optimal write size in blocks"
+                            ),
+                            o(
+                                'c',
+                                "preferred-unmap-alignment",
+                                "preferred_unmap_alignment",
+                                Int,
+                                "Preferred unmap alignment in blocks"
+                            ),
+                            o(
+                                'r',
+                                "preferred-unmap-granularity",
+                                "preferred_unmap_granularity",
+                                Int,
+                                "Preferred unmap granularity in blocks"
+                            ),
+                        ]
+                    ),
+                    Prints::Json
                 ),
                 run: create,
+                fields: rpc_spec::struct_fields::<Create>,
             },
             BdevMethod {
                 spec: m(
@@ -114,6 +118,7 @@ crate::register_bdev_module!(
                     &[pos(0, "name", Str, "Null bdev name").comp(Complete::BdevOf(PRODUCT)),]
                 ),
                 run: delete,
+                fields: rpc_spec::struct_fields::<Name>,
             },
         ],
         state: None,
