@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rpc::methods::Rtgt;
+use rpc::methods::TargetContext;
 use rpc::{CoreHooks, MethodTable, Methods, RpcState, StateHandle};
 use rtgt_tests::TestTarget;
 use rtgt_tests::nvme_host::{
@@ -45,7 +45,7 @@ impl RpcRig {
     pub fn new() -> Self {
         let tt = TestTarget::start(1);
         let state = StateHandle::new(RpcState::Runtime);
-        let ctx = Arc::new(Rtgt::new(Arc::clone(&tt.target)));
+        let ctx = Arc::new(TargetContext::new(Arc::clone(&tt.target)));
         let mut m = Methods::from_arc(ctx, state.clone());
         m.register_core(CoreHooks::new().on_kill(|_| {}))
             .expect("core methods");

@@ -24,4 +24,4 @@ pub use method::{
     Action, ArgSpec, At, Complete, MethodSpec, Prints, ValueKind, action, aliased, discovery,
     grouped, key, l, m, o, pos, pos_opt, prints,
 };
-pub use param::{Kind, Param, check_params, kind_ok, opt, req};
+pub use param::{JsonType, Param, check_params, kind_ok, opt, req};

@@ -5,7 +5,7 @@
 //! order rpc.py sends them in (its keyword arguments, or argparse's declaration order);
 //! positional arguments carry their own position.
 
-use crate::param::{Kind, Param};
+use crate::param::{JsonType, Param};
 use ValueKind::*;
 
 /// How an argument's text becomes a JSON value.
@@ -117,7 +117,7 @@ pub struct ArgSpec {
     pub conflicts: Option<&'static str>,
     /// The exact JSON type the server takes, where it is narrower than what the value kind
     /// sends (`Uint(32)` for an `Int`).
-    pub json: Option<Kind>,
+    pub json: Option<JsonType>,
 }
 
 impl ArgSpec {
@@ -140,7 +140,7 @@ impl ArgSpec {
     }
 
     /// Narrows the JSON type the server takes.
-    pub const fn json(mut self, kind: Kind) -> Self {
+    pub const fn json(mut self, kind: JsonType) -> Self {
         self.json = Some(kind);
         self
     }
@@ -234,7 +234,7 @@ pub const fn l(
 }
 
 /// A parameter with no command-line form (see [`At::Key`]).
-pub const fn key(key: &'static str, json: Kind, help: &'static str) -> ArgSpec {
+pub const fn key(key: &'static str, json: JsonType, help: &'static str) -> ArgSpec {
     ArgSpec {
         key,
         at: At::Key,
@@ -374,18 +374,18 @@ impl MethodSpec {
 
 impl ArgSpec {
     /// The JSON type of the value this argument sends.
-    pub fn json_kind(&self) -> Kind {
+    pub fn json_kind(&self) -> JsonType {
         if let Some(k) = self.json {
             return k;
         }
         match self.kind {
-            Str | Choice(_) => Kind::Str,
-            Int | IntIn(..) => Kind::Int,
-            Flag | FlagOff | FlagIfGiven | Toggle(_) => Kind::Bool,
-            List | ListOf(_) => Kind::StrList,
-            FlagSet(names) => Kind::Flags(names),
-            SizeMib { .. } => Kind::Uint(64),
-            KeyValue => Kind::StrMap,
+            Str | Choice(_) => JsonType::Str,
+            Int | IntIn(..) => JsonType::Int,
+            Flag | FlagOff | FlagIfGiven | Toggle(_) => JsonType::Bool,
+            List | ListOf(_) => JsonType::StrList,
+            FlagSet(names) => JsonType::Flags(names),
+            SizeMib { .. } => JsonType::Uint(64),
+            KeyValue => JsonType::StrMap,
         }
     }
 

@@ -4,7 +4,7 @@ use serde_json::{Map, Value};
 
 /// The JSON type a parameter must have.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum JsonType {
     /// `true` / `false`.
     Bool,
     /// Unsigned integer that fits in the given number of bits.
@@ -27,23 +27,23 @@ pub enum Kind {
     Flags(&'static [&'static str]),
 }
 
-impl Kind {
+impl JsonType {
     /// The type's name in messages and in `methods.json`.
     pub fn name(self) -> &'static str {
         match self {
-            Kind::Bool => "bool",
-            Kind::Uint(8) => "u8",
-            Kind::Uint(16) => "u16",
-            Kind::Uint(32) => "u32",
-            Kind::Uint(_) => "u64",
-            Kind::I32 => "i32",
-            Kind::Int => "int",
-            Kind::Number => "number",
-            Kind::Str => "string",
-            Kind::StrList => "string list",
-            Kind::Object => "object",
-            Kind::StrMap => "object of strings",
-            Kind::Flags(_) => "object of booleans",
+            JsonType::Bool => "bool",
+            JsonType::Uint(8) => "u8",
+            JsonType::Uint(16) => "u16",
+            JsonType::Uint(32) => "u32",
+            JsonType::Uint(_) => "u64",
+            JsonType::I32 => "i32",
+            JsonType::Int => "int",
+            JsonType::Number => "number",
+            JsonType::Str => "string",
+            JsonType::StrList => "string list",
+            JsonType::Object => "object",
+            JsonType::StrMap => "object of strings",
+            JsonType::Flags(_) => "object of booleans",
         }
     }
 }
@@ -54,13 +54,13 @@ pub struct Param {
     /// Its name (the JSON key).
     pub name: &'static str,
     /// Its type.
-    pub kind: Kind,
+    pub kind: JsonType,
     /// Whether it must be present.
     pub required: bool,
 }
 
 /// An optional parameter.
-pub const fn opt(name: &'static str, kind: Kind) -> Param {
+pub const fn opt(name: &'static str, kind: JsonType) -> Param {
     Param {
         name,
         kind,
@@ -69,7 +69,7 @@ pub const fn opt(name: &'static str, kind: Kind) -> Param {
 }
 
 /// A required parameter.
-pub const fn req(name: &'static str, kind: Kind) -> Param {
+pub const fn req(name: &'static str, kind: JsonType) -> Param {
     Param {
         name,
         kind,
@@ -78,20 +78,20 @@ pub const fn req(name: &'static str, kind: Kind) -> Param {
 }
 
 /// Whether `v` has type `kind`.
-pub fn kind_ok(kind: Kind, v: &Value) -> bool {
+pub fn kind_ok(kind: JsonType, v: &Value) -> bool {
     match kind {
-        Kind::Bool => v.is_boolean(),
-        Kind::Uint(bits) => v.as_u64().is_some_and(|n| bits >= 64 || n < (1u64 << bits)),
-        Kind::I32 => v.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
-        Kind::Int => v.is_i64() || v.is_u64(),
-        Kind::Number => v.is_number(),
-        Kind::Str => v.is_string(),
-        Kind::StrList => v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
-        Kind::Object => v.is_object(),
-        Kind::StrMap => v
+        JsonType::Bool => v.is_boolean(),
+        JsonType::Uint(bits) => v.as_u64().is_some_and(|n| bits >= 64 || n < (1u64 << bits)),
+        JsonType::I32 => v.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
+        JsonType::Int => v.is_i64() || v.is_u64(),
+        JsonType::Number => v.is_number(),
+        JsonType::Str => v.is_string(),
+        JsonType::StrList => v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
+        JsonType::Object => v.is_object(),
+        JsonType::StrMap => v
             .as_object()
             .is_some_and(|o| o.values().all(Value::is_string)),
-        Kind::Flags(names) => v.as_object().is_some_and(|o| {
+        JsonType::Flags(names) => v.as_object().is_some_and(|o| {
             o.iter()
                 .all(|(k, b)| names.contains(&k.as_str()) && b.is_boolean())
         }),
@@ -132,10 +132,10 @@ mod tests {
     #[test]
     fn table_checks() {
         let t = [
-            req("name", Kind::Str),
-            opt("n", Kind::Uint(16)),
-            opt("f", Kind::Flags(&["a"])),
-            opt("c", Kind::StrMap),
+            req("name", JsonType::Str),
+            opt("n", JsonType::Uint(16)),
+            opt("f", JsonType::Flags(&["a"])),
+            opt("c", JsonType::StrMap),
         ];
         let m = |v: Value| v.as_object().unwrap().clone();
         assert!(check_params(&m(json!({"name":"x","n":65535})), &t, false).is_ok());
@@ -148,7 +148,7 @@ mod tests {
         assert!(check_params(&m(json!({"name":"x","f":{"b":true}})), &t, false).is_err());
         assert!(check_params(&m(json!({"name":"x","c":{"k":"v"}})), &t, false).is_ok());
         assert!(check_params(&m(json!({"name":"x","c":{"k":1}})), &t, false).is_err());
-        assert!(kind_ok(Kind::Int, &json!(-5)) && kind_ok(Kind::Int, &json!(u64::MAX)));
-        assert!(!kind_ok(Kind::Int, &json!(1.5)) && kind_ok(Kind::Number, &json!(1.5)));
+        assert!(kind_ok(JsonType::Int, &json!(-5)) && kind_ok(JsonType::Int, &json!(u64::MAX)));
+        assert!(!kind_ok(JsonType::Int, &json!(1.5)) && kind_ok(JsonType::Number, &json!(1.5)));
     }
 }

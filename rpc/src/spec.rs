@@ -30,7 +30,7 @@ pub fn request_params(spec: &MethodSpec) -> (Vec<Param>, Vec<Param>) {
     if let Some((name, _)) = spec.group {
         top.push(Param {
             name,
-            kind: rpc_spec::Kind::Object,
+            kind: rpc_spec::JsonType::Object,
             required: inner.iter().any(|p| p.required),
         });
     }

@@ -7,7 +7,7 @@
 //!     description: "NVMe over Fabrics on RDMA",
 //!     defaults: rdma_defaults,
 //!     create: rdma_create,
-//!     options: &[TransportAttr::plain("no_srq", Kind::Bool, "no-srq", "Disable the SRQ")],
+//!     options: &[TransportAttr::plain("no_srq", JsonType::Bool, "no-srq", "Disable the SRQ")],
 //!     subsystem_attrs: &[],
 //!     listener_attrs: &[],
 //! });
@@ -32,7 +32,7 @@ use crate::target::{ListenAddr, PgCore, Target};
 #[doc(hidden)]
 pub use linkme;
 /// The JSON types of transport options and attributes ([`TransportAttr::kind`]).
-pub use rpc_spec::Kind;
+pub use rpc_spec::JsonType;
 
 /// Options of `nvmf_create_transport` as the JSON object the RPC received (minus `trtype` and
 /// `tgt_name`). Each transport decodes its own options from it and refuses, with
@@ -195,7 +195,7 @@ pub struct TransportAttr {
     /// The JSON key (`srp_port_id`).
     pub name: &'static str,
     /// Its JSON type, checked before [`TransportAttr::parse`].
-    pub kind: rpc_spec::Kind,
+    pub kind: rpc_spec::JsonType,
     /// One line of help for the command lines.
     pub help: &'static str,
     /// The long option of the command lines (`srp-port-id` for `--srp-port-id`); `None` when it
@@ -213,7 +213,7 @@ impl TransportAttr {
     /// An attribute of type `kind` kept as given (once its type is checked).
     pub const fn plain(
         name: &'static str,
-        kind: rpc_spec::Kind,
+        kind: rpc_spec::JsonType,
         long: &'static str,
         help: &'static str,
     ) -> Self {
@@ -255,12 +255,12 @@ pub type TransportAttrs = Map<String, Value>;
 /// [`TransportOps::options`]; the RPC layer checks the types of both, and the transport
 /// refuses what it does not use.
 pub const COMMON_TRANSPORT_OPTIONS: &[rpc_spec::Param] = {
-    use rpc_spec::{Kind, opt, req};
-    const U16: Kind = Kind::Uint(16);
-    const U32: Kind = Kind::Uint(32);
+    use rpc_spec::{JsonType, opt, req};
+    const U16: JsonType = JsonType::Uint(16);
+    const U32: JsonType = JsonType::Uint(32);
     &[
-        req("trtype", Kind::Str),
-        opt("tgt_name", Kind::Str),
+        req("trtype", JsonType::Str),
+        opt("tgt_name", JsonType::Str),
         opt("max_queue_depth", U16),
         opt("max_io_qpairs_per_ctrlr", U16),
         opt("in_capsule_data_size", U32),
@@ -271,15 +271,15 @@ pub const COMMON_TRANSPORT_OPTIONS: &[rpc_spec::Param] = {
         opt("buf_cache_size", U32),
         opt("iobuf_small_cache_size", U32),
         opt("iobuf_large_cache_size", U32),
-        opt("zcopy", Kind::Bool),
-        opt("dif_insert_or_strip", Kind::Bool),
+        opt("zcopy", JsonType::Bool),
+        opt("dif_insert_or_strip", JsonType::Bool),
         opt("abort_timeout_sec", U32),
         opt("acceptor_poll_rate", U32),
-        opt("disable_command_passthru", Kind::Bool),
+        opt("disable_command_passthru", JsonType::Bool),
         opt("kas", U16),
         opt("min_kato", U32),
-        opt("masked_oncs", Kind::StrList),
-        opt("masked_fuses", Kind::StrList),
+        opt("masked_oncs", JsonType::StrList),
+        opt("masked_fuses", JsonType::StrList),
     ]
 };
 

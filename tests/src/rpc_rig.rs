@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use rpc::methods::Rtgt;
+use rpc::methods::TargetContext;
 use rpc::{CoreHooks, MethodTable, Methods, RpcError, RpcState, StateHandle};
 use serde_json::{Value, json};
 
@@ -24,7 +24,7 @@ impl Rig {
     pub fn new(initial: RpcState) -> Self {
         let tt = TestTarget::start(2);
         let state = StateHandle::new(initial);
-        let ctx = Arc::new(Rtgt::new(Arc::clone(&tt.target)));
+        let ctx = Arc::new(TargetContext::new(Arc::clone(&tt.target)));
         let mut m = Methods::from_arc(ctx, state.clone());
         m.register_core(CoreHooks::new()).expect("core methods");
         rpc::methods::register(&mut m).expect("storage methods");

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use target_core::bdev::BdevIo;
 use target_core::register_transport;
 use target_core::registry::{
-    self, CreateResult, Kind, Transport, TransportAttr, TransportContext, TransportError,
+    self, CreateResult, JsonType, Transport, TransportAttr, TransportContext, TransportError,
     TransportOps, TransportParams, TransportPollGroup,
 };
 use target_core::target::{ListenAddr, PgCore};
@@ -59,7 +59,7 @@ impl TransportPollGroup for LoopbackPg {
 /// while not set.
 const LOOP_TAG: TransportAttr = TransportAttr {
     name: "loop_tag",
-    kind: Kind::Str,
+    kind: JsonType::Str,
     help: "a tag",
     long: Some("loop-tag"),
     parse: |v| match v.as_str() {
@@ -87,14 +87,14 @@ register_transport!(
         create,
         options: &[TransportAttr::plain(
             "loop_depth",
-            Kind::Uint(8),
+            JsonType::Uint(8),
             "loop-depth",
             "a small number",
         )],
         subsystem_attrs: &[LOOP_TAG],
         listener_attrs: &[TransportAttr::plain(
             "loop_mode",
-            Kind::Str,
+            JsonType::Str,
             "loop-mode",
             "a listener mode",
         )],

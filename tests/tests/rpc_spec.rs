@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use rpc::methods::specs;
-use rpc_spec::Kind;
+use rpc_spec::JsonType;
 use rtgt_tests::rpc_rig::Rig;
 use target_core::registry;
 
@@ -75,10 +75,10 @@ fn parameter_structs_and_specs_declare_the_same_keys() {
 }
 
 /// Whether a spec type and a table type can describe the same values.
-fn compatible(spec: Kind, table: Kind) -> bool {
+fn compatible(spec: JsonType, table: JsonType) -> bool {
     spec == table
-        || (spec == Kind::Int && matches!(table, Kind::Uint(_) | Kind::I32))
-        || matches!((spec, table), (Kind::Flags(_), Kind::Object))
+        || (spec == JsonType::Int && matches!(table, JsonType::Uint(_) | JsonType::I32))
+        || matches!((spec, table), (JsonType::Flags(_), JsonType::Object))
 }
 
 #[test]

@@ -34,7 +34,7 @@
 use std::net::IpAddr;
 
 use serde_json::Value;
-use target_core::registry::{Kind, TransportAttr, TransportAttrs};
+use target_core::registry::{JsonType, TransportAttr, TransportAttrs};
 
 use crate::proto::PortId;
 
@@ -43,7 +43,7 @@ use crate::proto::PortId;
 /// none is set) and saved when set.
 pub const SRP_PORT_ID: TransportAttr = TransportAttr {
     name: ATTR,
-    kind: Kind::Str,
+    kind: JsonType::Str,
     help: "SRP target port id: 0x + 32 hex digits, or id_ext:ioc_guid (default: derived from the NQN)",
     long: Some("srp-port-id"),
     parse: parse_attr,

@@ -18,8 +18,8 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use target_core::reactor::{PollStatus, PollerId, ReactorCtx, Reactors};
 use target_core::registry::{
-    CreateResult, Kind, Transport, TransportAttr, TransportContext, TransportError, TransportOps,
-    TransportParams, TransportPollGroup,
+    CreateResult, JsonType, Transport, TransportAttr, TransportContext, TransportError,
+    TransportOps, TransportParams, TransportPollGroup,
 };
 use target_core::target::{
     AdrFam, ListenAddr, PgCore, Subsystem, SubsystemState, SubsystemType, Target, with_transport_pg,
@@ -43,49 +43,49 @@ target_core::register_transport!(
         options: &[
             TransportAttr::plain(
                 "max_req_size",
-                Kind::Uint(32),
+                JsonType::Uint(32),
                 "max-req-size",
                 "Largest initiator-to-target IU (SRP)"
             ),
             TransportAttr::plain(
                 "max_rsp_size",
-                Kind::Uint(32),
+                JsonType::Uint(32),
                 "max-rsp-size",
                 "Largest target-to-initiator IU (SRP)"
             ),
             TransportAttr::plain(
                 "immediate_data",
-                Kind::Bool,
+                JsonType::Bool,
                 "immediate-data",
                 "Accept SRP-2 immediate data (SRP)"
             ),
             TransportAttr::plain(
                 "use_srq",
-                Kind::Bool,
+                JsonType::Bool,
                 "use-srq",
                 "Shared receive queue per poll group and device (SRP)"
             ),
             TransportAttr::plain(
                 "srq_size",
-                Kind::Uint(32),
+                JsonType::Uint(32),
                 "srq-size",
                 "Receive buffers per shared receive queue (SRP)"
             ),
             TransportAttr::plain(
                 "sq_size",
-                Kind::Uint(32),
+                JsonType::Uint(32),
                 "sq-size",
                 "Send queue depth per channel (SRP)"
             ),
             TransportAttr::plain(
                 "disconnect_timeout_ms",
-                Kind::Uint(32),
+                JsonType::Uint(32),
                 "disconnect-timeout-ms",
                 "Wait for the connection manager on close (SRP)"
             ),
             TransportAttr::plain(
                 "no_srq",
-                Kind::Bool,
+                JsonType::Bool,
                 "no-srq",
                 "Disable the shared receive queue"
             ),

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use target_core::bdev::module::{self as bdev_module, BdevMethod, BdevModuleOps, MethodCtx};
 use target_core::bdev::{Bdev, IoType};
 
-use super::{Rtgt, add, not_supported};
+use super::{TargetContext, add, not_supported};
 use crate::params::{Decode, DecodeFlavor};
 use crate::{Methods, RegisterError, RpcError, RpcResult, StateMask};
 
@@ -36,7 +36,7 @@ struct GetIostat {
     reset_mode: Option<String>,
 }
 
-pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
+pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterError> {
     for (module, method) in bdev_module::methods() {
         register_module_method(m, module, method)?;
     }
@@ -59,7 +59,7 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
         m,
         "bdev_wait_for_examine",
         StateMask::RUNTIME,
-        |p: crate::Params<'_>, _: &Rtgt| {
+        |p: crate::Params<'_>, _: &TargetContext| {
             crate::params::no_params(&p, "bdev_wait_for_examine requires no parameters")?;
             Ok(true)
         },
@@ -71,7 +71,7 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
 /// (unknown keys, JSON types, required keys: `-32603 spdk_json_decode_object failed` as in
 /// SPDK's bdev RPCs), then its handler runs.
 fn register_module_method(
-    m: &mut Methods<Rtgt>,
+    m: &mut Methods<TargetContext>,
     module: &'static BdevModuleOps,
     method: &'static BdevMethod,
 ) -> Result<(), RegisterError> {
@@ -79,7 +79,7 @@ fn register_module_method(
     m.register_async(
         name,
         StateMask::RUNTIME,
-        move |p, ctx: Arc<Rtgt>| async move {
+        move |p, ctx: Arc<TargetContext>| async move {
             let r = async {
                 let params = crate::spec::checked_params(&p, &method.spec, DecodeFlavor::Internal)?;
                 let call = MethodCtx::new(Arc::clone(ctx.target()), module);
@@ -123,7 +123,7 @@ fn supported_io_types(bdev: &dyn Bdev) -> Value {
 }
 
 /// One `bdev_get_bdevs` entry in SPDK's shape.
-pub(crate) fn bdev_info(ctx: &Rtgt, bdev: &Arc<dyn Bdev>) -> Value {
+pub(crate) fn bdev_info(ctx: &TargetContext, bdev: &Arc<dyn Bdev>) -> Value {
     let mut v = json!({
         "name": bdev.name(),
         "aliases": [],
@@ -169,7 +169,7 @@ pub(crate) fn bdev_info(ctx: &Rtgt, bdev: &Arc<dyn Bdev>) -> Value {
     v
 }
 
-async fn get_bdevs(a: GetBdevs, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+async fn get_bdevs(a: GetBdevs, ctx: Arc<TargetContext>) -> RpcResult<Vec<Value>> {
     let bdevs = ctx.target().bdevs();
     let Some(name) = a.name else {
         return Ok(bdevs.list().iter().map(|b| bdev_info(&ctx, b)).collect());
@@ -195,7 +195,7 @@ async fn get_bdevs(a: GetBdevs, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
     }
 }
 
-async fn get_iostat(a: GetIostat, ctx: Arc<Rtgt>) -> RpcResult<Value> {
+async fn get_iostat(a: GetIostat, ctx: Arc<TargetContext>) -> RpcResult<Value> {
     if a.per_channel {
         return Err(not_supported(
             "per_channel true",
@@ -267,7 +267,7 @@ fn monotonic_ns() -> u64 {
 /// The `bdev` subsystem's configuration: what each bdev module writes for itself (the RBD
 /// module's cluster registrations), one create call per bdev in creation order, and
 /// `bdev_wait_for_examine` last.
-pub(crate) fn bdev_config(ctx: &Rtgt) -> Vec<Value> {
+pub(crate) fn bdev_config(ctx: &TargetContext) -> Vec<Value> {
     let mut out = bdev_module::config_entries(ctx.target());
     out.extend(ctx.target().bdevs().list().iter().map(|b| b.config()));
     out.push(json!({"method": "bdev_wait_for_examine"}));

@@ -2,19 +2,19 @@
 //! [`target_core::target::Target`], plus the option setters that stock SPDK configurations
 //! contain, and the `save_config` / `--json` machinery.
 //!
-//! One file per area: [`framework`] (subsystem list, config dump, reactors), [`options`] (the
-//! setters of SPDK subsystems rtgt does not have, accepted only with SPDK's defaults, and the
-//! keyring), [`bdev`], [`nvmf`], [`config`]
+//! One file per area: [`framework`] (subsystem list, config dump, reactors), [`setters`] (the
+//! setters of SPDK subsystems rtgt does not have, accepted only with SPDK's defaults),
+//! [`keyring`], [`bdev`], [`nvmf`], [`config`]
 //! (what `framework_get_config` prints for each subsystem) and [`load`] (applying a saved
 //! configuration, as `rtgt serve --json` does).
 //!
 //! ```no_run
 //! # async fn demo(target: std::sync::Arc<target_core::target::Target>) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use rpc::methods::Rtgt;
+//! use rpc::methods::TargetContext;
 //! use rpc::{CoreHooks, Methods, RpcState, StateHandle};
 //!
-//! let mut m = Methods::from_arc(Arc::new(Rtgt::new(target)), StateHandle::new(RpcState::Runtime));
+//! let mut m = Methods::from_arc(Arc::new(TargetContext::new(target)), StateHandle::new(RpcState::Runtime));
 //! m.register_core(CoreHooks::new())?;
 //! rpc::methods::register(&mut m)?;
 //! let table = m.build();
@@ -25,9 +25,10 @@
 pub mod bdev;
 pub mod config;
 pub mod framework;
+pub mod keyring;
 pub mod load;
 pub mod nvmf;
-pub mod options;
+pub mod setters;
 pub mod specs;
 
 use std::future::Future;
@@ -53,18 +54,18 @@ pub const DEFAULT_WZSL: u8 = 12;
 
 /// The context every storage method runs with: the target, plus what the RPC layer records
 /// on its behalf (keyring entries).
-pub struct Rtgt {
+pub struct TargetContext {
     target: Arc<Target>,
-    pub(crate) keys: Mutex<Vec<options::KeyEntry>>,
+    pub(crate) keys: Mutex<Vec<keyring::KeyEntry>>,
 }
 
-impl std::fmt::Debug for Rtgt {
+impl std::fmt::Debug for TargetContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Rtgt").finish_non_exhaustive()
+        f.debug_struct("TargetContext").finish_non_exhaustive()
     }
 }
 
-impl Rtgt {
+impl TargetContext {
     /// A context over a started target.
     pub fn new(target: Arc<Target>) -> Self {
         Self {
@@ -81,9 +82,10 @@ impl Rtgt {
 
 /// Registers every storage and framework method (everything but the core methods of
 /// [`Methods::register_core`], which the daemon registers with its hooks).
-pub fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
+pub fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterError> {
     framework::register(m)?;
-    options::register(m)?;
+    setters::register(m)?;
+    keyring::register(m)?;
     bdev::register(m)?;
     nvmf::register(m)?;
     Ok(())
@@ -92,7 +94,7 @@ pub fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
 /// Registers a typed asynchronous method whose errors are logged with the method name. Every
 /// storage method goes through here, so handlers stay small and uniform.
 pub(crate) fn add<P, R, F, Fut>(
-    m: &mut Methods<Rtgt>,
+    m: &mut Methods<TargetContext>,
     name: &'static str,
     mask: StateMask,
     decode: Decode,
@@ -101,14 +103,14 @@ pub(crate) fn add<P, R, F, Fut>(
 where
     P: DeserializeOwned + Send + 'static,
     R: Serialize + 'static,
-    F: Fn(P, Arc<Rtgt>) -> Fut + Clone + Send + Sync + 'static,
+    F: Fn(P, Arc<TargetContext>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = RpcResult<R>> + Send + 'static,
 {
     crate::spec::record_fields::<P>(name);
     m.register_async(
         name,
         mask,
-        move |p: crate::Params<'static>, ctx: Arc<Rtgt>| {
+        move |p: crate::Params<'static>, ctx: Arc<TargetContext>| {
             let decoded =
                 check_spec(name, decode, &p).and_then(|()| Ok(crate::params::decode(&p, decode)?));
             let f = f.clone();
@@ -137,20 +139,24 @@ pub(crate) fn check_spec(name: &str, decode: Decode, p: &crate::Params<'_>) -> R
 /// Registers a synchronous method (one that never waits) whose errors are logged with the
 /// method name.
 pub(crate) fn add_sync<R, F>(
-    m: &mut Methods<Rtgt>,
+    m: &mut Methods<TargetContext>,
     name: &'static str,
     mask: StateMask,
     f: F,
 ) -> Result<(), RegisterError>
 where
     R: Serialize + 'static,
-    F: Fn(crate::Params<'_>, &Rtgt) -> RpcResult<R> + Send + Sync + 'static,
+    F: Fn(crate::Params<'_>, &TargetContext) -> RpcResult<R> + Send + Sync + 'static,
 {
-    m.register(name, mask, move |p: crate::Params<'_>, ctx: &Rtgt| {
-        check_spec(name, Decode::Strict, &p)
-            .and_then(|()| f(p, ctx))
-            .inspect_err(|e| log_failure(name, e))
-    })?;
+    m.register(
+        name,
+        mask,
+        move |p: crate::Params<'_>, ctx: &TargetContext| {
+            check_spec(name, Decode::Strict, &p)
+                .and_then(|()| f(p, ctx))
+                .inspect_err(|e| log_failure(name, e))
+        },
+    )?;
     Ok(())
 }
 
@@ -234,7 +240,7 @@ pub(crate) fn parse_hex<const N: usize>(s: &str) -> Option<[u8; N]> {
 
 /// The JSON types and parameter tables of the methods whose parameters are checked against a
 /// table rather than a struct (the option setters, the transport options): the method spec's.
-pub use rpc_spec::{Kind, Param};
+pub use rpc_spec::{JsonType, Param};
 pub(crate) use rpc_spec::{check_params, opt};
 
 /// Decodes `params` as a JSON object (absent = `{}`), with the decode error of `flavor`.

@@ -21,8 +21,8 @@ use target_core::target::{
 };
 
 use super::{
-    DEFAULT_DMRSL, DEFAULT_WZSL, Param, Rtgt, add, check_params, check_tgt, hex_upper, internal,
-    invalid, not_supported, nvmf_err, opt, parse_hex, parse_uuid,
+    DEFAULT_DMRSL, DEFAULT_WZSL, Param, TargetContext, add, check_params, check_tgt, hex_upper,
+    internal, invalid, not_supported, nvmf_err, opt, parse_hex, parse_uuid,
 };
 use crate::params::Decode;
 use crate::{Methods, RegisterError, RpcError, RpcResult, StateMask};
@@ -251,7 +251,7 @@ struct Pause {
 
 // ----- registration -----
 
-pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
+pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterError> {
     use Decode::{Relaxed, Strict};
     const R: StateMask = StateMask::RUNTIME;
     const S: StateMask = StateMask::STARTUP;
@@ -315,7 +315,7 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
     Ok(())
 }
 
-fn subsystem(ctx: &Rtgt, nqn: &str) -> RpcResult<Arc<Subsystem>> {
+fn subsystem(ctx: &TargetContext, nqn: &str) -> RpcResult<Arc<Subsystem>> {
     ctx.target()
         .subsystem(nqn)
         .ok_or_else(|| RpcError::invalid_params(format!("Subsystem with NQN '{nqn}' not found")))
@@ -323,12 +323,15 @@ fn subsystem(ctx: &Rtgt, nqn: &str) -> RpcResult<Arc<Subsystem>> {
 
 // ----- transports -----
 
-async fn create_transport(p: crate::Params<'static>, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn create_transport(p: crate::Params<'static>, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     let r = create_transport_inner(p, ctx).await;
     r.inspect_err(|e| super::log_failure("nvmf_create_transport", e))
 }
 
-async fn create_transport_inner(p: crate::Params<'static>, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn create_transport_inner(
+    p: crate::Params<'static>,
+    ctx: Arc<TargetContext>,
+) -> RpcResult<bool> {
     let mut opts = super::params_object(&p, crate::params::DecodeFlavor::InvalidParams)?;
     let trtype = opts
         .get("trtype")
@@ -359,7 +362,7 @@ async fn create_transport_inner(p: crate::Params<'static>, ctx: Arc<Rtgt>) -> Rp
     Ok(true)
 }
 
-async fn get_transports(a: GetTransports, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+async fn get_transports(a: GetTransports, ctx: Arc<TargetContext>) -> RpcResult<Vec<Value>> {
     check_tgt(&a.tgt_name)?;
     let t = ctx.target();
     match a.trtype {
@@ -400,7 +403,7 @@ fn create_subsystem_params(p: &crate::Params<'_>) -> RpcResult<(CreateSubsystem,
 async fn create_subsystem(
     a: CreateSubsystem,
     transport_attrs: TransportAttrs,
-    ctx: Arc<Rtgt>,
+    ctx: Arc<TargetContext>,
 ) -> RpcResult<bool> {
     if let Some(n) = &a.tgt_name
         && n != super::DEFAULT_TGT_NAME
@@ -478,7 +481,7 @@ async fn create_subsystem(
     }
 }
 
-async fn delete_subsystem(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn delete_subsystem(a: Nqn, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     if a.nqn == DISCOVERY_NQN {
@@ -575,7 +578,7 @@ pub(crate) fn subsystem_json(sub: &Subsystem) -> Value {
     Value::Object(o)
 }
 
-async fn get_subsystems(a: GetSubsystems, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+async fn get_subsystems(a: GetSubsystems, ctx: Arc<TargetContext>) -> RpcResult<Vec<Value>> {
     check_tgt(&a.tgt_name)?;
     match a.nqn {
         Some(nqn) => {
@@ -623,7 +626,11 @@ fn listener_attrs(trtype: &str, given: TransportAttrs) -> RpcResult<TransportAtt
     Ok(attrs)
 }
 
-async fn add_listener(a: AddListener, attrs: TransportAttrs, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn add_listener(
+    a: AddListener,
+    attrs: TransportAttrs,
+    ctx: Arc<TargetContext>,
+) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     let sub = subsystem(&ctx, &a.nqn)?;
     let mut addr = a.listen_address.to_listen_addr()?;
@@ -663,7 +670,7 @@ async fn add_listener(a: AddListener, attrs: TransportAttrs, ctx: Arc<Rtgt>) -> 
     Ok(true)
 }
 
-async fn remove_listener(a: RemoveListener, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn remove_listener(a: RemoveListener, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     let addr = a.listen_address.to_listen_addr()?;
@@ -674,7 +681,7 @@ async fn remove_listener(a: RemoveListener, ctx: Arc<Rtgt>) -> RpcResult<bool> {
     Ok(true)
 }
 
-async fn get_listeners(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+async fn get_listeners(a: Nqn, ctx: Arc<TargetContext>) -> RpcResult<Vec<Value>> {
     check_tgt(&a.tgt_name)?;
     let sub = subsystem(&ctx, &a.nqn)?;
     let c = sub.config();
@@ -700,7 +707,7 @@ async fn get_listeners(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
 
 // ----- namespaces -----
 
-async fn add_ns(a: AddNs, ctx: Arc<Rtgt>) -> RpcResult<u32> {
+async fn add_ns(a: AddNs, ctx: Arc<TargetContext>) -> RpcResult<u32> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     let n = a.namespace;
@@ -763,7 +770,7 @@ async fn add_ns(a: AddNs, ctx: Arc<Rtgt>) -> RpcResult<u32> {
     Ok(nsid)
 }
 
-async fn remove_ns(a: RemoveNs, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn remove_ns(a: RemoveNs, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     ctx.target()
@@ -775,7 +782,7 @@ async fn remove_ns(a: RemoveNs, ctx: Arc<Rtgt>) -> RpcResult<bool> {
 
 // ----- hosts -----
 
-async fn add_host(a: AddHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn add_host(a: AddHost, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     if let Some(psk) = &a.psk {
@@ -785,7 +792,7 @@ async fn add_host(a: AddHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
         )));
     }
     for key in [&a.dhchap_key, &a.dhchap_ctrlr_key].into_iter().flatten() {
-        if !super::options::key_exists(&ctx, key) {
+        if !super::keyring::key_exists(&ctx, key) {
             return Err(RpcError::invalid_params(format!(
                 "Key '{key}' does not exist"
             )));
@@ -806,7 +813,7 @@ async fn add_host(a: AddHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
     Ok(true)
 }
 
-async fn remove_host(a: RemoveHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn remove_host(a: RemoveHost, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     let fut = ctx.target().remove_host(&a.nqn, &a.host);
@@ -820,7 +827,7 @@ async fn remove_host(a: RemoveHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
     Ok(true)
 }
 
-async fn allow_any_host(a: AllowAnyHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn allow_any_host(a: AllowAnyHost, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     ctx.target()
@@ -832,7 +839,7 @@ async fn allow_any_host(a: AllowAnyHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
 
 // ----- introspection -----
 
-async fn get_controllers(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+async fn get_controllers(a: Nqn, ctx: Arc<TargetContext>) -> RpcResult<Vec<Value>> {
     check_tgt(&a.tgt_name)?;
     let sub = subsystem(&ctx, &a.nqn)?;
     Ok(sub
@@ -851,13 +858,13 @@ async fn get_controllers(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
         .collect())
 }
 
-async fn get_qpairs(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+async fn get_qpairs(a: Nqn, ctx: Arc<TargetContext>) -> RpcResult<Vec<Value>> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     ctx.target().qpairs(&a.nqn).await.map_err(nvmf_err)
 }
 
-async fn get_stats(a: TgtOnly, ctx: Arc<Rtgt>) -> RpcResult<Value> {
+async fn get_stats(a: TgtOnly, ctx: Arc<TargetContext>) -> RpcResult<Value> {
     if a.tgt_name
         .as_deref()
         .is_some_and(|n| n != super::DEFAULT_TGT_NAME)
@@ -869,7 +876,7 @@ async fn get_stats(a: TgtOnly, ctx: Arc<Rtgt>) -> RpcResult<Value> {
 
 // ----- pause / resume (rtgt extensions) -----
 
-async fn pause(a: Pause, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn pause(a: Pause, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     if a.nsid == Some(0) {
@@ -881,7 +888,7 @@ async fn pause(a: Pause, ctx: Arc<Rtgt>) -> RpcResult<bool> {
     Ok(true)
 }
 
-async fn resume(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn resume(a: Nqn, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     ctx.target().resume(&a.nqn).await.map_err(nvmf_err)?;
@@ -906,7 +913,7 @@ pub(crate) fn default_nvmf_config() -> Map<String, Value> {
 }
 
 /// The effective `nvmf_set_config` parameters, in the order save_config prints them.
-pub(crate) fn effective_nvmf_config(ctx: &Rtgt) -> Map<String, Value> {
+pub(crate) fn effective_nvmf_config(ctx: &TargetContext) -> Map<String, Value> {
     let set = ctx.target().settings().nvmf_config;
     let mut out = Map::new();
     let defaults = default_nvmf_config();
@@ -937,11 +944,11 @@ fn list_within(v: &Value, allowed: &[&str], what: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn set_config(p: crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
+fn set_config(p: crate::Params<'_>, ctx: &TargetContext) -> RpcResult<bool> {
     set_config_inner(&p, ctx).inspect_err(|e| super::log_failure("nvmf_set_config", e))
 }
 
-fn set_config_inner(p: &crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
+fn set_config_inner(p: &crate::Params<'_>, ctx: &TargetContext) -> RpcResult<bool> {
     let given = super::params_object(p, crate::params::DecodeFlavor::InvalidParams)?;
     let bad = |why: String| {
         tracing::warn!("nvmf_set_config: {why}");
@@ -1012,7 +1019,7 @@ fn set_config_inner(p: &crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
                     DHGROUPS
                 };
                 list_within(&v, all, "DH-HMAC-CHAP digest or DH group").map_err(bad)?;
-                if !super::options::Dflt::Strs(all).matches(&v) {
+                if !super::setters::Dflt::Strs(all).matches(&v) {
                     return Err(not_supported(
                         format_args!("{k} {v}"),
                         "rtgt has no DH-HMAC-CHAP yet, so there is nothing to restrict; only the full list (SPDK's default) is accepted",
@@ -1065,7 +1072,7 @@ fn set_config_inner(p: &crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
     Ok(true)
 }
 
-async fn set_max_subsystems(a: MaxSubsystems, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn set_max_subsystems(a: MaxSubsystems, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     let existing = ctx.target().subsystems().len() as u32;
     ctx.target().update_settings(|s| {
         if s.max_subsystems_set {
@@ -1086,7 +1093,7 @@ async fn set_max_subsystems(a: MaxSubsystems, ctx: Arc<Rtgt>) -> RpcResult<bool>
 /// SPDK's command retry delay times tell hosts how long to wait before retrying a command
 /// completed with a Command Retry Delay; rtgt never asks for a delay, so only zeros (SPDK's
 /// default, which save_config writes) are accepted.
-async fn set_crdt(a: Crdt, _ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn set_crdt(a: Crdt, _ctx: Arc<TargetContext>) -> RpcResult<bool> {
     if let Some((k, v)) = [("crdt1", a.crdt1), ("crdt2", a.crdt2), ("crdt3", a.crdt3)]
         .into_iter()
         .find(|(_, v)| *v != 0)
@@ -1114,7 +1121,7 @@ fn add_listener_call(nqn: &str, l: &ListenAddr) -> Value {
 /// then all subsystems, all hosts, all namespaces, and the listeners last (so that no host can
 /// connect to a half-built subsystem). With `with_batches`, each of the last four groups is
 /// one array (a JSON-RPC batch).
-pub(crate) fn nvmf_config(ctx: &Rtgt, with_batches: bool) -> Vec<Value> {
+pub(crate) fn nvmf_config(ctx: &TargetContext, with_batches: bool) -> Vec<Value> {
     let t = ctx.target();
     let settings = t.settings();
     let mut out = vec![
