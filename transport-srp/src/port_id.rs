@@ -7,8 +7,9 @@
 //! 0..8) followed by `ioc_guid` (bytes 8..16), the two values an initiator passes to ib_srp's
 //! `add_target` (`id_ext=…,ioc_guid=…,dest=IP:PORT`).
 //!
-//! - **Set explicitly** with the subsystem's `srp_port_id` (`SubsystemConfig::srp_port_id`),
-//!   given at creation: `nvmf_create_subsystem` takes an optional `srp_port_id`, either
+//! - **Set explicitly** with the subsystem's `srp_port_id` (one of its
+//!   `SubsystemConfig::transport_attrs`, which this crate declares as [`SRP_PORT_ID`]), given
+//!   at creation: `nvmf_create_subsystem` takes an optional `srp_port_id`, either
 //!   `"0x<32 hex digits>"` or `"<id_ext>:<ioc_guid>"` (16 hex digits each;
 //!   [`parse_target_port_id`] reads the accepted forms).
 //! - **Derived** otherwise, from the NQN alone, so it is stable across restarts and identical
