@@ -19,8 +19,15 @@ pub const CALL_OPTIONS: &[&str] = &["--dry-run", "--params"];
 /// What `ls` takes besides an NQN.
 pub const LS_PARTS: &[&str] = &["bdevs", "subsystems", "transports"];
 
-/// Transport types rtgt can create.
-pub const TRANSPORT_KINDS: &[&str] = &["RDMA", "SRP"];
+/// Transport types rtgt can create: the names of the transports the binary links (each
+/// registers itself with `register_transport!`), so a new transport crate completes without
+/// a change here.
+pub fn transport_kinds() -> Vec<String> {
+    target_core::registry::list()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
 
 /// The word being completed starts at the returned offset; the candidates replace it.
 pub fn complete(line: &str, pos: usize, snap: &Snapshot) -> (usize, Vec<String>) {
@@ -188,7 +195,7 @@ fn values(a: &ArgSpec, nqn: Option<&str>, current: &str, snap: &Snapshot) -> Vec
         Complete::FreeBdev => snap.bdev_names(None, true),
         Complete::BdevOf(p) => snap.bdev_names(Some(p), false),
         Complete::Transport => snap.trtypes(),
-        Complete::TransportKind => TRANSPORT_KINDS.iter().map(|s| s.to_string()).collect(),
+        Complete::TransportKind => transport_kinds(),
         Complete::Host => nqn.map(|n| snap.hosts(n)).unwrap_or_default(),
         Complete::Nsid => nqn.map(|n| snap.nsids(n)).unwrap_or_default(),
         Complete::Traddr | Complete::Trsvcid => {

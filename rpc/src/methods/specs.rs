@@ -235,7 +235,7 @@ pub const METHODS: &[MethodSpec] = &[
     m("nvmf_create_transport", "Create a transport (RDMA, SRP)", &[
         o('r', "no-srq", "no_srq", Flag, "Disable the shared receive queue (RDMA)"),
         o('o', "c2h-success", "c2h_success", FlagOff, "Disable C2H success optimization (TCP)"),
-        o('t', "trtype", "trtype", Str, "Transport type (RDMA, SRP)").req().comp(Complete::TransportKind),
+        o('t', "trtype", "trtype", Str, "Transport type: a linked transport's name (RDMA, SRP, ...)").req().comp(Complete::TransportKind),
         o('g', "tgt-name", "tgt_name", Str, "Parent NVMe-oF target name"),
         o('q', "max-queue-depth", "max_queue_depth", Int, "Max number of outstanding I/O per queue"),
         o('m', "max-io-qpairs-per-ctrlr", "max_io_qpairs_per_ctrlr", Int, "Max number of I/O qpairs per controller"),
