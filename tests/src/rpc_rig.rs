@@ -107,3 +107,16 @@ pub fn assert_code(e: &RpcError, code: i32, needle: &str) {
         e.message
     );
 }
+
+/// The `config` array of subsystem `name` in a saved configuration ([`Rig::save`]'s shape).
+pub fn saved_section(saved: &Value, name: &str) -> Vec<Value> {
+    saved["subsystems"]
+        .as_array()
+        .expect("a saved configuration has a subsystems array")
+        .iter()
+        .find(|s| s["subsystem"] == name)
+        .unwrap_or_else(|| panic!("no {name} section in {saved}"))["config"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the {name} section has no config array"))
+        .clone()
+}

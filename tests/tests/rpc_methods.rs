@@ -4,7 +4,7 @@
 
 use rpc::RpcState;
 use rpc::methods::load;
-use rtgt_tests::rpc_rig::{Rig, assert_code};
+use rtgt_tests::rpc_rig::{Rig, assert_code, saved_section};
 use serde_json::{Value, json};
 
 const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
@@ -1054,14 +1054,7 @@ fn save_load_save_round_trip() {
     let saved = a.save();
 
     // The nvmf section follows SPDK HEAD's order.
-    let nvmf = saved["subsystems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["subsystem"] == "nvmf")
-        .unwrap()["config"]
-        .as_array()
-        .unwrap()
+    let nvmf = saved_section(&saved, "nvmf")
         .iter()
         .map(|c| c["method"].as_str().unwrap().to_string())
         .collect::<Vec<_>>();
@@ -1081,15 +1074,7 @@ fn save_load_save_round_trip() {
         ]
     );
     // The bdev section creates each delay bdev after its base, with the latencies in force.
-    let bdev = saved["subsystems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["subsystem"] == "bdev")
-        .unwrap()["config"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let bdev = saved_section(&saved, "bdev");
     let creates: Vec<&str> = bdev
         .iter()
         .filter_map(|c| c["params"]["name"].as_str())

@@ -10,7 +10,7 @@ use std::process::Command;
 
 use rpc::RpcState;
 use rpc::methods::load;
-use rtgt_tests::rpc_rig::{Rig, assert_code};
+use rtgt_tests::rpc_rig::{Rig, assert_code, saved_section};
 use serde_json::{Value, json};
 
 // Linking the crate is what registers its bdev module.
@@ -68,18 +68,6 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = Command::new(script()).args(["stop", &self.dir]).status();
     }
-}
-
-fn bdev_section(saved: &Value) -> Vec<Value> {
-    saved["subsystems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["subsystem"] == "bdev")
-        .unwrap()["config"]
-        .as_array()
-        .unwrap()
-        .clone()
 }
 
 #[test]
@@ -168,7 +156,7 @@ fn rbd_methods_work_through_the_rpc_table_against_a_real_cluster() {
         json!({"nqn": NQN, "namespace": {"bdev_name": "rbd0"}}),
     );
     let saved = r.save();
-    let methods: Vec<String> = bdev_section(&saved)
+    let methods: Vec<String> = saved_section(&saved, "bdev")
         .iter()
         .map(|e| e["method"].as_str().unwrap().to_string())
         .collect();
