@@ -111,7 +111,8 @@ pub(crate) fn record_fields<P: DeserializeOwned>(name: &'static str) {
     }
 }
 
-/// The recorded parameter struct fields by method (see [`record_fields`]).
+/// The parameter struct fields of every method registered so far, recorded as each typed
+/// method registers (`None`: its parameters are not a struct).
 pub fn recorded_fields() -> Vec<MethodFields> {
     FIELDS.lock().clone()
 }

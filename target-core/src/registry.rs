@@ -1,5 +1,5 @@
 //! The transport registry: a [`Transport`] trait that is the ops table of a transport, and
-//! [`register_transport!`] with which a transport crate adds itself at link time.
+//! [`register_transport!`](crate::register_transport) with which a transport crate adds itself at link time.
 //!
 //! ```ignore
 //! target_core::register_transport!(RDMA_OPS = TransportOps {

@@ -5,7 +5,7 @@
 //! against it before decoding it ([`crate::spec::checked_params`]; a test fails when a
 //! handler's parameter struct and its spec disagree), `rtgt rpc` and `rtgt shell` build their
 //! parsers, help and completion from it, and the Python package's `rtgt-rpc` reads
-//! `python/src/rtgt/methods.json`, generated from it ([`all`], [`to_json`]).
+//! `python/src/rtgt/methods.json`, generated from it ([`all`], [`rpc_spec::describe`]).
 //!
 //! The order of [`MethodSpec::args`] is the order of the keys in the request, which is the
 //! order rpc.py sends them in (its keyword arguments, or argparse's declaration order);

@@ -1,6 +1,6 @@
 //! The target: subsystems, transports and poll groups, and every management operation on them.
 //!
-//! Operations that touch the data path go through the subsystem state machine ([`state`]):
+//! Operations that touch the data path go through the subsystem state machine (`state.rs`):
 //! they queue per subsystem, pause what they affect on every poll group, apply the change, and
 //! resume. They are `async` and finish when every poll group has done its part.
 

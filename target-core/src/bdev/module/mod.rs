@@ -1,4 +1,5 @@
-//! Bdev modules register like transports: [`register_bdev_module!`] puts a module's ops into
+//! Bdev modules register like transports:
+//! [`register_bdev_module!`](crate::register_bdev_module) puts a module's ops into
 //! [`BDEV_MODULES`] at link time, with its RPC methods (each with its [`MethodSpec`]: name,
 //! parameters, command line) and what it adds to save_config. The rpc crate collects every
 //! registered method into its table; the command lines (`rtgt rpc`, `rtgt shell`, the Python
