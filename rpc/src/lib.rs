@@ -43,8 +43,8 @@ mod error;
 pub mod framing;
 pub mod methods;
 pub mod params;
+pub mod request_check;
 mod server;
-pub mod spec;
 mod state;
 mod table;
 

@@ -15,7 +15,7 @@ use bdev_rbd as _;
 
 fn top_level_keys(name: &str) -> BTreeSet<&'static str> {
     let spec = specs::find(name).unwrap_or_else(|| panic!("{name} has no spec"));
-    rpc::spec::request_params(spec)
+    rpc::request_check::request_params(spec)
         .0
         .iter()
         .map(|p| p.name)
@@ -46,7 +46,7 @@ fn every_served_method_has_a_spec_and_every_spec_is_served() {
 #[test]
 fn parameter_structs_and_specs_declare_the_same_keys() {
     let _r = Rig::runtime();
-    let mut recorded = rpc::spec::recorded_fields();
+    let mut recorded = rpc::request_check::recorded_fields();
     recorded.extend(target_core::bdev::module::methods().map(|(_, f)| (f.spec.name, (f.fields)())));
     assert!(recorded.len() > 20, "{recorded:?}");
     let mut mismatches = Vec::new();
@@ -83,7 +83,7 @@ fn compatible(spec: JsonType, table: JsonType) -> bool {
 
 #[test]
 fn transport_option_types_agree_with_the_spec() {
-    let spec = rpc::spec::request_params(specs::find("nvmf_create_transport").unwrap()).0;
+    let spec = rpc::request_check::request_params(specs::find("nvmf_create_transport").unwrap()).0;
     let transports = registry::list();
     let declared = registry::COMMON_TRANSPORT_OPTIONS
         .iter()

@@ -81,7 +81,8 @@ fn register_module_method(
         StateMask::RUNTIME,
         move |p, ctx: Arc<TargetContext>| async move {
             let r = async {
-                let params = crate::spec::checked_params(&p, &method.spec, DecodeFlavor::Internal)?;
+                let params =
+                    crate::request_check::checked_params(&p, &method.spec, DecodeFlavor::Internal)?;
                 let call = MethodCtx::new(Arc::clone(ctx.target()), module);
                 (method.run)(call, Value::Object(params))
                     .await

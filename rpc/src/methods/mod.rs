@@ -106,7 +106,7 @@ where
     F: Fn(P, Arc<TargetContext>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = RpcResult<R>> + Send + 'static,
 {
-    crate::spec::record_fields::<P>(name);
+    crate::request_check::record_fields::<P>(name);
     m.register_async(
         name,
         mask,
@@ -131,7 +131,7 @@ where
 /// the canned error of the rule.
 pub(crate) fn check_spec(name: &str, decode: Decode, p: &crate::Params<'_>) -> RpcResult<()> {
     match specs::find(name) {
-        Some(spec) => crate::spec::check_request(p, spec, decode).map(|_| ()),
+        Some(spec) => crate::request_check::check_request(p, spec, decode).map(|_| ()),
         None => Ok(()),
     }
 }

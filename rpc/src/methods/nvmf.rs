@@ -35,7 +35,7 @@ pub fn transport_options(trtype: &str) -> Vec<Param> {
     let mut table = COMMON_TRANSPORT_OPTIONS.to_vec();
     let own = registry::find(trtype).map_or(&[][..], |ops| ops.options);
     let spec = super::specs::find("nvmf_create_transport")
-        .map(|s| crate::spec::request_params(s).0)
+        .map(|s| crate::request_check::request_params(s).0)
         .unwrap_or_default();
     let more = own.iter().map(|a| opt(a.name, a.kind)).chain(spec);
     for p in more {
@@ -258,7 +258,7 @@ pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterErr
 
     m.register_async("nvmf_create_transport", R, create_transport)?;
     add(m, "nvmf_get_transports", R, Strict, get_transports)?;
-    crate::spec::record_fields::<CreateSubsystem>("nvmf_create_subsystem");
+    crate::request_check::record_fields::<CreateSubsystem>("nvmf_create_subsystem");
     m.register_async("nvmf_create_subsystem", R, |p, ctx| async move {
         let r = super::check_spec("nvmf_create_subsystem", Strict, &p)
             .and_then(|()| create_subsystem_params(&p));
@@ -270,7 +270,7 @@ pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterErr
     })?;
     add(m, "nvmf_delete_subsystem", R, Strict, delete_subsystem)?;
     add(m, "nvmf_get_subsystems", R, Strict, get_subsystems)?;
-    crate::spec::record_fields::<AddListener>("nvmf_subsystem_add_listener");
+    crate::request_check::record_fields::<AddListener>("nvmf_subsystem_add_listener");
     m.register_async("nvmf_subsystem_add_listener", R, |p, ctx| async move {
         let checked = super::check_spec("nvmf_subsystem_add_listener", Relaxed, &p);
         let r = match checked.and_then(|()| add_listener_params(&p)) {
@@ -955,7 +955,7 @@ fn set_config_inner(p: &crate::Params<'_>, ctx: &TargetContext) -> RpcResult<boo
         RpcError::invalid_params(format!("Invalid parameters: {why}"))
     };
     let spec = super::specs::find("nvmf_set_config").ok_or_else(RpcError::internal_default)?;
-    check_params(&given, &crate::spec::request_params(spec).0, false).map_err(bad)?;
+    check_params(&given, &crate::request_check::request_params(spec).0, false).map_err(bad)?;
     if given.contains_key("discovery_filter") && given.contains_key("discovery_filters") {
         return Err(bad(
             "discovery_filter and discovery_filters are exclusive".into()

@@ -346,7 +346,7 @@ impl Setter {
     /// Its parameters: its method's spec ([`super::specs`]).
     pub fn params(&self) -> Vec<Param> {
         super::specs::find(self.method)
-            .map(|s| crate::spec::request_params(s).0)
+            .map(|s| crate::request_check::request_params(s).0)
             .unwrap_or_default()
     }
 

@@ -2,7 +2,7 @@
 //! transports their options and attributes): its parameters, with rpc.py's command line.
 //!
 //! It is the one declaration of a method's parameters. The rpc crate checks each request
-//! against it before decoding it ([`crate::spec::checked_params`]; a test fails when a
+//! against it before decoding it ([`crate::request_check::checked_params`]; a test fails when a
 //! handler's parameter struct and its spec disagree), `rtgt rpc` and `rtgt shell` build their
 //! parsers, help and completion from it, and the Python package's `rtgt-rpc` reads
 //! `python/src/rtgt/methods.json`, generated from it ([`all`], [`rpc_spec::describe`]).

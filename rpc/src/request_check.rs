@@ -1,6 +1,7 @@
-//! The request decoder derived from a method's spec ([`rpc_spec::MethodSpec`]): the keys a
-//! method takes, their JSON types and which are required come from the spec that also builds
-//! the command lines, so the server and its clients cannot disagree on them.
+//! Every request is checked against its method's spec ([`rpc_spec::MethodSpec`]) before it is
+//! decoded: the keys a method takes, their JSON types and which are required come from the spec
+//! that also builds the command lines, so the server and its clients cannot disagree on them.
+//! (The specs themselves are in [`crate::methods::specs`].)
 
 use parking_lot::Mutex;
 use rpc_spec::{MethodSpec, Param, check_params};
