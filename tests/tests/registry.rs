@@ -177,3 +177,36 @@ fn transport_declared_options_and_attributes_go_through_rpc_generically() {
     assert!(!saved.contains("unset-"), "{saved}");
     assert!(saved.contains("\"loop_mode\":\"fast\""), "{saved}");
 }
+
+#[test]
+fn transport_declared_options_and_attributes_reach_the_command_lines() {
+    // The specs that build `rtgt rpc`, `rtgt shell` and the Python `rtgt-rpc` (methods.json)
+    // offer what the transport declares, as `--long` options of the method it belongs to,
+    // with the declared JSON type: a new transport needs no change in rpc or cli.
+    let offered = |method: &str, key: &str| {
+        let spec = rpc::methods::specs::find(method).unwrap_or_else(|| panic!("{method}"));
+        spec.args
+            .iter()
+            .find(|a| a.key == key)
+            .map(|a| (a.at, a.json_kind()))
+    };
+    assert_eq!(
+        offered("nvmf_create_transport", "loop_depth"),
+        Some((rpc_spec::At::Opt(None, "loop-depth"), JsonType::Uint(8)))
+    );
+    assert_eq!(
+        offered("nvmf_create_subsystem", "loop_tag"),
+        Some((rpc_spec::At::Opt(None, "loop-tag"), JsonType::Str))
+    );
+    assert_eq!(
+        offered("nvmf_subsystem_add_listener", "loop_mode"),
+        Some((rpc_spec::At::Opt(None, "loop-mode"), JsonType::Str))
+    );
+    // Each only where it belongs.
+    assert_eq!(offered("nvmf_create_subsystem", "loop_depth"), None);
+    assert_eq!(offered("nvmf_subsystem_add_listener", "loop_tag"), None);
+    // And the described form the Python CLI reads carries them too.
+    let described = rpc_spec::describe(&rpc::methods::specs::all().iter().collect::<Vec<_>>());
+    let text = described.to_string();
+    assert!(text.contains("\"loop-tag\""), "{text}");
+}
