@@ -14,6 +14,10 @@
 //!   `bdev_rbd_create`, `…_delete`, `…_resize`, and ceph-nvmeof's
 //!   `bdev_rbd_wait_for_latest_osdmap`), with [`params`] as their parameter structs.
 //!
+//! - [`module`](crate): the bdev module registration (`register_bdev_module!`): the methods in
+//!   the target's RPC table, save_config's cluster registrations. A binary links this crate
+//!   (`use bdev_rbd as _;`) and has them.
+//!
 //! See docs/ceph.md for deployment, keys and behaviour when the cluster is degraded.
 
 mod bdev;
@@ -22,6 +26,7 @@ mod conf;
 mod error;
 pub mod ffi;
 pub mod image;
+mod module;
 pub mod params;
 pub mod rados;
 mod registry;

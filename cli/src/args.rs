@@ -16,7 +16,7 @@ fn value_name(a: &ArgSpec) -> String {
     match a.kind {
         ValueKind::SizeMib { .. } => "SIZE_MIB".into(),
         _ => match a.at {
-            At::Pos(_) => a.key.to_uppercase(),
+            At::Pos(_) | At::Key => a.key.to_uppercase(),
             At::Opt(_, long) => long.replace('-', "_").to_uppercase(),
         },
     }
@@ -95,7 +95,16 @@ fn value_arg(a: &ArgSpec, arg: Arg) -> Arg {
                     .ok_or_else(|| format!("invalid size: '{s}'"))
             })
             .allow_negative_numbers(true),
-        ValueKind::Flag | ValueKind::FlagOff | ValueKind::Toggle(_) => arg,
+        ValueKind::KeyValue => arg.action(ArgAction::Append).value_parser(parse_key_value),
+        ValueKind::Flag | ValueKind::FlagOff | ValueKind::FlagIfGiven | ValueKind::Toggle(_) => arg,
+    }
+}
+
+/// `key=value` as rpc.py's `--config-param` takes it: split at the first `=`.
+fn parse_key_value(s: &str) -> Result<Value, String> {
+    match s.split_once('=') {
+        Some((k, v)) => Ok(Value::Array(vec![Value::from(k), Value::from(v)])),
+        None => Err(format!("'{s}' is not in key=value form")),
     }
 }
 
@@ -108,9 +117,10 @@ pub fn method_command(spec: &MethodSpec) -> Command {
     let mut cmd = Command::new(spec.name)
         .about(spec.about)
         .disable_version_flag(true);
-    for a in spec.args {
+    for a in spec.args.iter().filter(|a| a.on_command_line()) {
         let mut arg = Arg::new(a.key).help(a.help);
         match a.at {
+            At::Key => continue,
             At::Pos(i) => arg = arg.index(i + 1).required(a.required),
             At::Opt(short, long) => {
                 if let Some(c) = short {
@@ -126,7 +136,7 @@ pub fn method_command(spec: &MethodSpec) -> Command {
             arg = arg.conflicts_with(other);
         }
         match a.kind {
-            ValueKind::Flag | ValueKind::FlagOff => {
+            ValueKind::Flag | ValueKind::FlagOff | ValueKind::FlagIfGiven => {
                 cmd = cmd.arg(arg.action(ArgAction::SetTrue));
             }
             ValueKind::Toggle(_) => {
@@ -157,9 +167,10 @@ pub fn method_command(spec: &MethodSpec) -> Command {
 pub fn params_from_matches(spec: &MethodSpec, m: &ArgMatches) -> Result<Option<Value>, String> {
     let mut out = Map::new();
     let mut group = Map::new();
-    for a in spec.args {
+    for a in spec.args.iter().filter(|a| a.on_command_line()) {
         let v = match a.kind {
             ValueKind::Flag => Some(Value::Bool(m.get_flag(a.key))),
+            ValueKind::FlagIfGiven => m.get_flag(a.key).then_some(Value::Bool(true)),
             ValueKind::FlagOff => Some(Value::Bool(!m.get_flag(a.key))),
             ValueKind::Toggle(default) => {
                 if m.get_flag(a.key) {
@@ -181,6 +192,15 @@ pub fn params_from_matches(spec: &MethodSpec, m: &ArgMatches) -> Result<Option<V
                 }
                 None => None,
             },
+            ValueKind::KeyValue => m.get_many::<Value>(a.key).map(|pairs| {
+                let mut o = Map::new();
+                for p in pairs {
+                    if let [k, v] = p.as_array().map(Vec::as_slice).unwrap_or_default() {
+                        o.insert(k.as_str().unwrap_or_default().into(), v.clone());
+                    }
+                }
+                Value::Object(o)
+            }),
             _ => m.get_one::<Value>(a.key).cloned(),
         };
         let Some(mut v) = v else { continue };
@@ -474,15 +494,21 @@ mod tests {
 
     #[test]
     fn namespaces_and_hosts_match_rpc_py() {
+        // rpc.py (SPDK 26.09, what the SPDK-client suite pins) has no --hide-metadata: like the
+        // Python rtgt-rpc built from the same spec, it is sent only when given.
         assert_eq!(
             req("nvmf_subsystem_add_ns nqn.2016-06.io.spdk:cnode1 Malloc0"),
-            r#"{"nqn":"nqn.2016-06.io.spdk:cnode1","namespace":{"bdev_name":"Malloc0","no_auto_visible":false,"hide_metadata":false}}"#
+            r#"{"nqn":"nqn.2016-06.io.spdk:cnode1","namespace":{"bdev_name":"Malloc0","no_auto_visible":false}}"#
+        );
+        assert_eq!(
+            req("nvmf_subsystem_add_ns nqn.2016-06.io.spdk:cnode1 Malloc0 -N"),
+            r#"{"nqn":"nqn.2016-06.io.spdk:cnode1","namespace":{"bdev_name":"Malloc0","no_auto_visible":false,"hide_metadata":true}}"#
         );
         assert_eq!(
             req(
                 "nvmf_subsystem_add_ns nqn.2016-06.io.spdk:cnode1 Malloc0 -n 5 -g 000102030405060708090A0B0C0D0E0F -e 0001020304050607 -u ceccf520-691e-4b46-9546-34af789907c5"
             ),
-            r#"{"nqn":"nqn.2016-06.io.spdk:cnode1","namespace":{"bdev_name":"Malloc0","nsid":5,"nguid":"000102030405060708090A0B0C0D0E0F","eui64":"0001020304050607","uuid":"ceccf520-691e-4b46-9546-34af789907c5","no_auto_visible":false,"hide_metadata":false}}"#
+            r#"{"nqn":"nqn.2016-06.io.spdk:cnode1","namespace":{"bdev_name":"Malloc0","nsid":5,"nguid":"000102030405060708090A0B0C0D0E0F","eui64":"0001020304050607","uuid":"ceccf520-691e-4b46-9546-34af789907c5","no_auto_visible":false}}"#
         );
         assert_eq!(
             req(
@@ -742,7 +768,7 @@ mod tests {
 
     #[test]
     fn every_method_builds_a_command_and_help() {
-        for s in methods::METHODS {
+        for s in methods::all() {
             let mut c = method_command(s).no_binary_name(true);
             c.build();
             let help = c.render_long_help().to_string();

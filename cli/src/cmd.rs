@@ -109,13 +109,9 @@ pub struct RpcArgs {
 
 /// The list of methods shown by `rtgt rpc --help`.
 pub fn methods_help() -> String {
-    let width = methods::METHODS
-        .iter()
-        .map(|m| m.name.len())
-        .max()
-        .unwrap_or(0);
+    let width = methods::all().map(|m| m.name.len()).max().unwrap_or(0);
     let mut s = String::from("Methods (rtgt rpc METHOD --help shows one):\n");
-    for m in methods::METHODS {
+    for m in methods::all() {
         s.push_str(&format!("  {:width$}  {}\n", m.name, m.about));
     }
     s.push_str("\nAny other method: rtgt rpc [--params JSON] METHOD");
@@ -186,7 +182,7 @@ pub fn rpc_tree(about: &str) -> Command {
                 .action(clap::ArgAction::SetTrue)
                 .help("Print the request instead of sending it"),
         );
-    cmd.subcommands(methods::METHODS.iter().map(method_command))
+    cmd.subcommands(methods::all().map(method_command))
 }
 
 /// Prints the completion script of `shell` for `cmd` (the whole `rtgt` command, with

@@ -12,7 +12,9 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
-// The daemon links every transport so that `register_transport!` entries reach the registry.
+// The daemon links every transport and bdev module crate so that their `register_transport!`
+// and `register_bdev_module!` entries reach the registries.
+use bdev_rbd as _;
 use transport_rdma as _;
 use transport_srp as _;
 

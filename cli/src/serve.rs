@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use clap::Args;
 use fabric::{Provider, SimNetwork};
-use rpc::methods::Rtgt;
+use rpc::methods::TargetContext;
 use rpc::methods::load::{self, ConfigFile};
 use rpc::{
     CoreHooks, HttpOptions, KillSignal, Limits, MethodTable, Methods, RpcState, ServerHandle,
@@ -272,7 +272,7 @@ async fn rpc_main(
                 }));
             }
         });
-    let ctx = Arc::new(Rtgt::new(Arc::clone(&target)));
+    let ctx = Arc::new(TargetContext::new(Arc::clone(&target)));
     let mut methods = Methods::from_arc(ctx, state.clone());
     methods
         .register_core(hooks)

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rpc::methods::Rtgt;
+use rpc::methods::TargetContext;
 use rpc::{CoreHooks, Methods, RpcState, StateHandle, UnixOptions};
 use rtgt::client::Endpoint;
 use rtgt::exec::Conn;
@@ -33,7 +33,7 @@ fn serve(target: &Arc<Target>, sock: &Path) -> std::sync::mpsc::Sender<()> {
             .expect("runtime");
         rt.block_on(async move {
             let state = StateHandle::new(RpcState::Runtime);
-            let mut m = Methods::from_arc(Arc::new(Rtgt::new(target)), state);
+            let mut m = Methods::from_arc(Arc::new(TargetContext::new(target)), state);
             m.register_core(CoreHooks::new()).expect("core");
             rpc::methods::register(&mut m).expect("methods");
             let h = rpc::serve_unix(m.build(), &sock, UnixOptions::default())

@@ -11,8 +11,8 @@
 use libfuzzer_sys::fuzz_target;
 use rtgt_fuzz::Bytes;
 use target_core::scsi::{
-    self, Command, LogicalUnit, NaaId, Outcome, PROTOCOL_ID_SRP, ScsiIo, Sense, TargetContext,
-    TargetPort, parse_unmap,
+    self, Command, LogicalUnit, NaaId, PROTOCOL_ID_SRP, ScsiIo, Sense, TargetContext, TargetPort,
+    Verdict, parse_unmap,
 };
 
 fn lu(sel: u8) -> LogicalUnit {
@@ -57,10 +57,10 @@ fuzz_target!(|data: &[u8]| {
     let cmd = Command { cdb, data_out_len };
     let which = (sel & 0x80 == 0).then_some(&l);
     match scsi::execute(which, &ctx, &cmd, &mut data_in) {
-        Outcome::Good => {}
-        Outcome::DataIn { len } => assert!(len as usize <= data_in.len()),
-        Outcome::CheckCondition(s) => check_sense(&s),
-        Outcome::Io(io) => {
+        Verdict::Good => {}
+        Verdict::DataIn { len } => assert!(len as usize <= data_in.len()),
+        Verdict::CheckCondition(s) => check_sense(&s),
+        Verdict::Io(io) => {
             let l = which.expect("media access needs an LU");
             match io {
                 ScsiIo::Read { lba, blocks, .. } | ScsiIo::Write { lba, blocks, .. } => {

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rpc::methods::Rtgt;
+use rpc::methods::TargetContext;
 use rpc::{CoreHooks, MethodTable, Methods, RpcState, StateHandle};
 use rtgt_tests::TestTarget;
 use rtgt_tests::nvme_host::{
@@ -45,7 +45,7 @@ impl RpcRig {
     pub fn new() -> Self {
         let tt = TestTarget::start(1);
         let state = StateHandle::new(RpcState::Runtime);
-        let ctx = Arc::new(Rtgt::new(Arc::clone(&tt.target)));
+        let ctx = Arc::new(TargetContext::new(Arc::clone(&tt.target)));
         let mut m = Methods::from_arc(ctx, state.clone());
         m.register_core(CoreHooks::new().on_kill(|_| {}))
             .expect("core methods");
@@ -333,7 +333,10 @@ impl SrpRig {
         let nqn = "nqn.2016-06.io.rtgt:srpwitness";
         let mut p = SubsystemParams::new(nqn);
         p.allow_any_host = true;
-        p.srp_port_id = Some((0x0002_c903_00ff_0001, 0x0002_c903_00ff_0001));
+        transport_srp::port_id::set_target_port_id(
+            &mut p.transport_attrs,
+            (0x0002_c903_00ff_0001, 0x0002_c903_00ff_0001),
+        );
         fx.t.rt
             .block_on(fx.t.target.create_subsystem(p))
             .expect("witness subsystem");

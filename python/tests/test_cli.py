@@ -2,6 +2,7 @@
 
 import json
 import socket
+import subprocess
 import threading
 
 import pytest
@@ -186,8 +187,15 @@ def test_dry_run_prints_rpc_py_requests():
         "params": {"num_blocks": 131072, "block_size": 512, "name": "Malloc0",
                    "md_interleave": False, "dif_is_head_of_md": False},
     }
+    # rpc.py (26.09) sends every boolean flag of nvmf_create_transport, given or not.
+    rpc_py_flags = {
+        "no_srq": False, "c2h_success": True, "zcopy": False, "dif_insert_or_strip": False,
+        "no_wr_batching": False, "disable_mappable_bar0": False, "disable_adaptive_irq": False,
+        "disable_shadow_doorbells": False, "disable_command_passthru": False,
+    }
     assert dry("nvmf_create_transport", "-t", "RDMA", "-u", "8192", "-i", "131072", "-c", "8192")["params"] == {
         "trtype": "RDMA", "io_unit_size": 8192, "max_io_size": 131072, "in_capsule_data_size": 8192,
+        **rpc_py_flags,
     }
     assert dry("nvmf_create_subsystem", NQN, "-a", "-s", "SPDK00000000000001", "-d", "SPDK_Controller1")["params"] == {
         "nqn": NQN, "serial_number": "SPDK00000000000001", "model_number": "SPDK_Controller1",
@@ -221,7 +229,17 @@ def test_dry_run_prints_rpc_py_requests():
     for no_params in ("nvmf_get_stats", "nvmf_get_transports", "nvmf_get_subsystems", "bdev_get_bdevs", "spdk_get_version"):
         assert "params" not in dry(no_params), no_params
     assert dry("nvmf_create_transport", "-t", "SRP", "--opt", "max_req_size=4096", "--opt", "immediate_data=true")["params"] == {
-        "trtype": "SRP", "max_req_size": 4096, "immediate_data": True,
+        "trtype": "SRP", "max_req_size": 4096, "immediate_data": True, **rpc_py_flags,
+    }
+    # The SRP transport's own options, declared by the transport, are options here too.
+    assert dry("nvmf_create_transport", "-t", "SRP", "--max-req-size", "4096", "--no-immediate-data")["params"] == {
+        "trtype": "SRP", "max_req_size": 4096, "immediate_data": False, **rpc_py_flags,
+    }
+    # And a backend linked into the binary brings its commands (SPDK's bdev_rbd_* spellings).
+    assert dry("bdev_rbd_create", "rbd", "img1", "4096", "-b", "rbd0", "-c", "ceph1",
+               "--config", "rbd_cache=false")["params"] == {
+        "name": "rbd0", "config": {"rbd_cache": "false"}, "pool_name": "rbd", "rbd_name": "img1",
+        "block_size": 4096, "cluster_name": "ceph1", "read_only": False,
     }
     assert dry("nvmf_subsystem_pause", NQN, "-n", "2")["params"] == {"nqn": NQN, "nsid": 2}
     assert dry("call", "nvmf_get_subsystems", '{"nqn": "x"}')["params"] == {"nqn": "x"}
@@ -298,3 +316,63 @@ def test_srp_transport_with_its_own_options(daemon):
     ok(daemon, "nvmf_subsystem_add_listener", NQN, "-t", "srp", "-a", SIM_ADDR, "-s", "5555")
     (la,) = subsystem(daemon)["listen_addresses"]
     assert (la["trtype"], la["traddr"], la["trsvcid"]) == ("SRP", SIM_ADDR, "5555")
+
+
+def _sample_command_lines(method):
+    """Two command lines of `method` from its spec: the required arguments only, and every
+    argument (the second of two exclusive ones left out)."""
+    cli_args = [a for a in method["args"] if not a.get("json_only")]
+    skipped = {a["conflicts"] for a in cli_args if a.get("conflicts")}
+
+    def words(arg):
+        kind = arg["kind"]
+        value = {
+            "str": "x1", "int": "7", "list": "a,b", "key_value": "k=v", "size_mib": "2",
+        }.get(kind)
+        if kind in ("choice", "list_of", "flag_set"):
+            value = arg["choices"][0]
+        if kind == "int_in":
+            value = str(arg["range"][0])
+        if kind == "int" and arg["key"] == "block_size":
+            value = "512"
+        if "pos" in arg:
+            return [value]
+        flag = f"--{arg['long']}"
+        return [flag] if value is None else [flag, value]
+
+    def line(chosen):
+        pos = sorted((a for a in chosen if "pos" in a), key=lambda a: a["pos"])
+        opts = [a for a in chosen if "pos" not in a]
+        return [w for a in pos + opts for w in words(a)]
+
+    required = [a for a in cli_args if a.get("required") or "pos" in a and a.get("required")]
+    every = [a for a in cli_args if a["key"] not in skipped]
+    # A size needs its block size.
+    for chosen in (required, every):
+        for a in list(chosen):
+            if a["kind"] == "size_mib" and not any(b["key"] == a["block_size"] for b in chosen):
+                chosen.append(next(b for b in cli_args if b["key"] == a["block_size"]))
+    return [line(required), line(every)]
+
+
+def test_rust_and_python_command_lines_build_the_same_requests(rtgt_bin):
+    """rtgt-rpc (from methods.json) and `rtgt rpc` (from the Rust specs) send the same request,
+    keys in the same order, for every method's command lines."""
+    from rtgt import cli
+
+    specs = [m for m in cli.load_specs() if m["action"] == "call"]
+    assert len(specs) > 60
+    parser = cli.build_parser()
+    compared = 0
+    for method in specs:
+        for words in _sample_command_lines(method):
+            argv = [method["name"], *words]
+            a = parser.parse_args(argv)
+            ours = a.build(a)
+            r = subprocess.run([str(rtgt_bin), "rpc", "--dry-run", *argv], capture_output=True,
+                               text=True, timeout=30)
+            assert r.returncode == 0, f"rtgt rpc {' '.join(argv)}: {r.stderr}"
+            theirs = json.loads(r.stdout).get("params")
+            assert json.dumps(ours) == json.dumps(theirs), f"{' '.join(argv)}:\n{ours}\n{theirs}"
+            compared += 1
+    assert compared == 2 * len(specs)

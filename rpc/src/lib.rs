@@ -43,6 +43,7 @@ mod error;
 pub mod framing;
 pub mod methods;
 pub mod params;
+pub mod request_check;
 mod server;
 mod state;
 mod table;
@@ -56,7 +57,7 @@ pub use error::{
 pub use jsonrpsee::types::Params;
 pub use server::{
     DEFAULT_BACKLOG, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_REQUEST_SIZE, DEFAULT_TCP_ADDR, Limits,
-    ListenAddr, ServeError, ServerHandle, ServerStats, SocketLock, TcpOptions, UnixOptions,
+    ServeAddr, ServeError, ServerHandle, ServerStats, SocketLock, TcpOptions, UnixOptions,
     serve_tcp, serve_unix, serve_unix_locked,
 };
 #[cfg(feature = "http")]

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::{Client, TempDir, demo_table, pretty};
 use rpc::{
-    Limits, ListenAddr, MSG_ALREADY_INITIALIZED, MSG_NOT_YET_INITIALIZED, RpcError, RpcState,
+    Limits, MSG_ALREADY_INITIALIZED, MSG_NOT_YET_INITIALIZED, RpcError, RpcState, ServeAddr,
     ServeError, ServerHandle, TcpOptions, UnixOptions, serve_tcp, serve_unix,
 };
 use serde_json::{Value, json};
@@ -309,10 +309,10 @@ async fn large_responses_are_sent_whole() {
 trait Stream: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Stream for T {}
 
-async fn connect(addr: &ListenAddr) -> Client<Box<dyn Stream>> {
+async fn connect(addr: &ServeAddr) -> Client<Box<dyn Stream>> {
     let s: Box<dyn Stream> = match addr {
-        ListenAddr::Unix(p) => Box::new(UnixStream::connect(p).await.unwrap()),
-        ListenAddr::Tcp(a) => Box::new(TcpStream::connect(a).await.unwrap()),
+        ServeAddr::Unix(p) => Box::new(UnixStream::connect(p).await.unwrap()),
+        ServeAddr::Tcp(a) => Box::new(TcpStream::connect(a).await.unwrap()),
     };
     Client::new(s)
 }
@@ -786,7 +786,7 @@ async fn single_instance_lock_modes_and_cleanup() {
         1
     );
     // Shutdown closes idle connections and removes both files.
-    assert_eq!(u.server.local_addr(), &ListenAddr::Unix(sock.clone()));
+    assert_eq!(u.server.local_addr(), &ServeAddr::Unix(sock.clone()));
     u.server.shutdown().await;
     c.expect_eof().await;
     assert!(!sock.exists());
@@ -848,7 +848,7 @@ async fn tcp_uses_the_same_framing_and_refuses_remote_by_default() {
     )
     .await
     .unwrap();
-    let ListenAddr::Tcp(addr) = s.local_addr().clone() else {
+    let ServeAddr::Tcp(addr) = s.local_addr().clone() else {
         panic!()
     };
     let mut c = Client::new(TcpStream::connect(addr).await.unwrap());
@@ -944,7 +944,7 @@ mod http {
         )
         .await
         .unwrap();
-        let ListenAddr::Tcp(addr) = s.local_addr().clone() else {
+        let ServeAddr::Tcp(addr) = s.local_addr().clone() else {
             panic!()
         };
         (s, addr)

@@ -11,7 +11,9 @@
 //!   device server, bdev I/O, sense).
 //! - [`reservation`]: reservations of a volume shared by NVMe and SCSI (sans-I/O).
 //! - [`ana`]: asymmetric access (NVMe ANA, SCSI ALUA) of a subsystem's paths (sans-I/O).
-//! - [`bdev`]: block devices (malloc, null, file/aio).
+//! - [`bdev`]: block devices, and the bdev module registry (`register_bdev_module!`,
+//!   [`bdev::module`]) through which malloc, null, aio, delay and crates of their own (RBD)
+//!   add their RPC methods.
 //! - [`compare_write`]: per-bdev range locks for atomic compare-and-write.
 //! - [`hex`]: trace-level wire dumps of what hosts send.
 
@@ -27,3 +29,7 @@ pub mod reservation;
 pub mod scsi;
 pub mod scsi_exec;
 pub mod target;
+
+/// The method-spec vocabulary (JSON types, command lines) transports and bdev modules declare
+/// their options, attributes and methods with.
+pub use rpc_spec;

@@ -1,5 +1,5 @@
 //! The transport registry: a [`Transport`] trait that is the ops table of a transport, and
-//! [`register_transport!`] with which a transport crate adds itself at link time.
+//! [`register_transport!`](crate::register_transport) with which a transport crate adds itself at link time.
 //!
 //! ```ignore
 //! target_core::register_transport!(RDMA_OPS = TransportOps {
@@ -7,8 +7,15 @@
 //!     description: "NVMe over Fabrics on RDMA",
 //!     defaults: rdma_defaults,
 //!     create: rdma_create,
+//!     options: &[TransportAttr::plain("no_srq", JsonType::Bool, "no-srq", "Disable the SRQ")],
+//!     subsystem_attrs: &[],
+//!     listener_attrs: &[],
 //! });
 //! ```
+//!
+//! A transport owns its `nvmf_create_transport` options, and the attributes it adds to
+//! subsystems and listeners ([`TransportAttr`]): the RPC layer checks, stores, shows and saves
+//! them without naming the transport (SRP's `srp_port_id` is one).
 //!
 //! The binary must reference each transport crate (e.g. `use transport_rdma as _;`) or the
 //! linker drops it, entries and all.
@@ -24,6 +31,8 @@ use crate::target::{ListenAddr, PgCore, Target};
 
 #[doc(hidden)]
 pub use linkme;
+/// The JSON types of transport options and attributes ([`TransportAttr::kind`]).
+pub use rpc_spec::JsonType;
 
 /// Options of `nvmf_create_transport` as the JSON object the RPC received (minus `trtype` and
 /// `tgt_name`). Each transport decodes its own options from it and refuses, with
@@ -164,6 +173,135 @@ pub struct TransportOps {
     pub defaults: fn() -> TransportParams,
     /// Validates the options and creates the transport.
     pub create: CreateFn,
+    /// The `nvmf_create_transport` options of this transport beyond the ones every transport
+    /// shares ([`COMMON_TRANSPORT_OPTIONS`]): the RPC layer checks their JSON type, the
+    /// command lines offer them (`--long-name`), and `create` decodes them.
+    pub options: &'static [TransportAttr],
+    /// Attributes this transport adds to every subsystem (`nvmf_create_subsystem` parameters):
+    /// the RPC layer validates them with [`TransportAttr::parse`], stores the canonical value
+    /// in [`SubsystemConfig::transport_attrs`](crate::target::SubsystemConfig), shows them in
+    /// `nvmf_get_subsystems` and saves them.
+    pub subsystem_attrs: &'static [TransportAttr],
+    /// Attributes of this transport's listeners (top-level `nvmf_subsystem_add_listener`
+    /// parameters), stored in [`ListenAddr::attrs`], shown by
+    /// `nvmf_subsystem_get_listeners` and saved.
+    pub listener_attrs: &'static [TransportAttr],
+}
+
+/// An option or attribute a transport declares, so that RPC handles it without naming the
+/// transport: an `nvmf_create_transport` option, or a subsystem or listener attribute.
+#[derive(Debug, Clone, Copy)]
+pub struct TransportAttr {
+    /// The JSON key (`srp_port_id`).
+    pub name: &'static str,
+    /// Its JSON type, checked before [`TransportAttr::parse`].
+    pub kind: rpc_spec::JsonType,
+    /// One line of help for the command lines.
+    pub help: &'static str,
+    /// The long option of the command lines (`srp-port-id` for `--srp-port-id`); `None` when it
+    /// has none.
+    pub long: Option<&'static str>,
+    /// Validates a value and returns its canonical form (what is stored, shown and saved), or
+    /// why it is refused.
+    pub parse: fn(&Value) -> Result<Value, String>,
+    /// The value `nvmf_get_subsystems` shows while none is set, computed from the subsystem's
+    /// NQN (SRP: the target port id derived from it); `None` shows nothing.
+    pub shown_unset: Option<fn(&str) -> Value>,
+}
+
+impl TransportAttr {
+    /// An attribute of type `kind` kept as given (once its type is checked).
+    pub const fn plain(
+        name: &'static str,
+        kind: rpc_spec::JsonType,
+        long: &'static str,
+        help: &'static str,
+    ) -> Self {
+        Self {
+            name,
+            kind,
+            help,
+            long: Some(long),
+            parse: keep_value,
+            shown_unset: None,
+        }
+    }
+
+    /// Checks the JSON type, then [`TransportAttr::parse`]s: the canonical value, or the
+    /// message of the refusal (`Invalid <name> <value>: <why>`).
+    pub fn validate(&self, value: &Value) -> Result<Value, String> {
+        let why = if rpc_spec::kind_ok(self.kind, value) {
+            match (self.parse)(value) {
+                Ok(v) => return Ok(v),
+                Err(why) => why,
+            }
+        } else {
+            format!("a {} is expected", self.kind.name())
+        };
+        Err(format!("Invalid {} {value}: {why}", self.name))
+    }
+}
+
+/// A [`TransportAttr::parse`] that keeps the value as given.
+pub fn keep_value(v: &Value) -> Result<Value, String> {
+    Ok(v.clone())
+}
+
+/// Transport attributes by name, as stored: only the ones set explicitly, in canonical form.
+pub type TransportAttrs = Map<String, Value>;
+
+/// The options of `nvmf_create_transport` that every transport shares (SPDK's
+/// `spdk_nvmf_transport_opts`), with their JSON types. A transport's own options are in its
+/// [`TransportOps::options`]; the RPC layer checks the types of both, and the transport
+/// refuses what it does not use.
+pub const COMMON_TRANSPORT_OPTIONS: &[rpc_spec::Param] = {
+    use rpc_spec::{JsonType, opt, req};
+    const U16: JsonType = JsonType::Uint(16);
+    const U32: JsonType = JsonType::Uint(32);
+    &[
+        req("trtype", JsonType::Str),
+        opt("tgt_name", JsonType::Str),
+        opt("max_queue_depth", U16),
+        opt("max_io_qpairs_per_ctrlr", U16),
+        opt("in_capsule_data_size", U32),
+        opt("max_io_size", U32),
+        opt("io_unit_size", U32),
+        opt("max_aq_depth", U32),
+        opt("num_shared_buffers", U32),
+        opt("buf_cache_size", U32),
+        opt("iobuf_small_cache_size", U32),
+        opt("iobuf_large_cache_size", U32),
+        opt("zcopy", JsonType::Bool),
+        opt("dif_insert_or_strip", JsonType::Bool),
+        opt("abort_timeout_sec", U32),
+        opt("acceptor_poll_rate", U32),
+        opt("disable_command_passthru", JsonType::Bool),
+        opt("kas", U16),
+        opt("min_kato", U32),
+        opt("masked_oncs", JsonType::StrList),
+        opt("masked_fuses", JsonType::StrList),
+    ]
+};
+
+/// The transport, among the registered ones, that declares subsystem attribute `name`.
+pub fn subsystem_attr(name: &str) -> Option<&'static TransportAttr> {
+    TRANSPORTS
+        .iter()
+        .flat_map(|t| t.subsystem_attrs)
+        .find(|a| a.name == name)
+}
+
+/// Every subsystem attribute of every registered transport, in the order of [`list`].
+pub fn subsystem_attrs() -> Vec<&'static TransportAttr> {
+    list().into_iter().flat_map(|t| t.subsystem_attrs).collect()
+}
+
+/// Whether any registered transport declares listener attribute `name`.
+pub fn is_listener_attr(name: &str) -> bool {
+    TRANSPORTS
+        .iter()
+        .flat_map(|t| t.listener_attrs)
+        .any(|a| a.name == name)
 }
 
 /// Every registered transport (filled at link time).

@@ -331,7 +331,10 @@ impl SrpWitness {
     pub fn new(fx: &SrpFixture) -> Self {
         let mut p = target_core::target::SubsystemParams::new(SRP_WITNESS_NQN);
         p.allow_any_host = true;
-        p.srp_port_id = Some((SRP_WITNESS_GUID, SRP_WITNESS_GUID));
+        transport_srp::port_id::set_target_port_id(
+            &mut p.transport_attrs,
+            (SRP_WITNESS_GUID, SRP_WITNESS_GUID),
+        );
         fx.t.rt
             .block_on(fx.t.target.create_subsystem(p))
             .expect("witness subsystem");

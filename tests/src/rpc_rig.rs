@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use rpc::methods::Rtgt;
+use rpc::methods::TargetContext;
 use rpc::{CoreHooks, MethodTable, Methods, RpcError, RpcState, StateHandle};
 use serde_json::{Value, json};
 
@@ -24,7 +24,7 @@ impl Rig {
     pub fn new(initial: RpcState) -> Self {
         let tt = TestTarget::start(2);
         let state = StateHandle::new(initial);
-        let ctx = Arc::new(Rtgt::new(Arc::clone(&tt.target)));
+        let ctx = Arc::new(TargetContext::new(Arc::clone(&tt.target)));
         let mut m = Methods::from_arc(ctx, state.clone());
         m.register_core(CoreHooks::new()).expect("core methods");
         rpc::methods::register(&mut m).expect("storage methods");
@@ -106,4 +106,17 @@ pub fn assert_code(e: &RpcError, code: i32, needle: &str) {
         "message '{}' lacks '{needle}'",
         e.message
     );
+}
+
+/// The `config` array of subsystem `name` in a saved configuration ([`Rig::save`]'s shape).
+pub fn saved_section(saved: &Value, name: &str) -> Vec<Value> {
+    saved["subsystems"]
+        .as_array()
+        .expect("a saved configuration has a subsystems array")
+        .iter()
+        .find(|s| s["subsystem"] == name)
+        .unwrap_or_else(|| panic!("no {name} section in {saved}"))["config"]
+        .as_array()
+        .unwrap_or_else(|| panic!("the {name} section has no config array"))
+        .clone()
 }

@@ -4,7 +4,7 @@
 
 use rpc::RpcState;
 use rpc::methods::load;
-use rtgt_tests::rpc_rig::{Rig, assert_code};
+use rtgt_tests::rpc_rig::{Rig, assert_code, saved_section};
 use serde_json::{Value, json};
 
 const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
@@ -1054,14 +1054,7 @@ fn save_load_save_round_trip() {
     let saved = a.save();
 
     // The nvmf section follows SPDK HEAD's order.
-    let nvmf = saved["subsystems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["subsystem"] == "nvmf")
-        .unwrap()["config"]
-        .as_array()
-        .unwrap()
+    let nvmf = saved_section(&saved, "nvmf")
         .iter()
         .map(|c| c["method"].as_str().unwrap().to_string())
         .collect::<Vec<_>>();
@@ -1081,15 +1074,7 @@ fn save_load_save_round_trip() {
         ]
     );
     // The bdev section creates each delay bdev after its base, with the latencies in force.
-    let bdev = saved["subsystems"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["subsystem"] == "bdev")
-        .unwrap()["config"]
-        .as_array()
-        .unwrap()
-        .clone();
+    let bdev = saved_section(&saved, "bdev");
     let creates: Vec<&str> = bdev
         .iter()
         .filter_map(|c| c["params"]["name"].as_str())
@@ -1295,9 +1280,9 @@ fn rdma_transport_listeners_through_the_methods() {
 #[test]
 fn srp_port_ids_are_shown_set_and_saved() {
     let r = Rig::runtime();
-    // Derived from the NQN when not given (the SRP transport's rule, in target-core).
+    // Derived from the NQN when not given (the SRP transport's rule, declared by transport-srp).
     r.ok("nvmf_create_subsystem", json!({"nqn": NQN}));
-    let g = target_core::target::derived_srp_guid(NQN);
+    let g = transport_srp::port_id::derived_guid(NQN);
     let subs = r.ok("nvmf_get_subsystems", json!({"nqn": NQN}));
     assert_eq!(subs[0]["srp_port_id"], format!("0x{g:016x}{g:016x}"));
     // Set explicitly, in either form.

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rpc::methods::Rtgt;
+use rpc::methods::TargetContext;
 use rpc::{CoreHooks, MethodTable, Methods, RpcState, StateHandle};
 use rtgt_tests::TARGET_IP;
 use rtgt_tests::gate::GateBdev;
@@ -87,7 +87,10 @@ fn pause_with_io_in_flight(pause_params: Value) {
     let env = NvmfEnv::new(2, json!({}));
     let rt = &env.t.rt;
     let state_handle = StateHandle::new(RpcState::Runtime);
-    let mut m = Methods::from_arc(Arc::new(Rtgt::new(Arc::clone(&env.t.target))), state_handle);
+    let mut m = Methods::from_arc(
+        Arc::new(TargetContext::new(Arc::clone(&env.t.target))),
+        state_handle,
+    );
     m.register_core(CoreHooks::new()).unwrap();
     rpc::methods::register(&mut m).unwrap();
     let table = m.build();

@@ -7,7 +7,7 @@
 
 use rpc::RpcState;
 use rpc::methods::load;
-use rtgt_tests::rpc_rig::{Rig, assert_code};
+use rtgt_tests::rpc_rig::{Rig, assert_code, saved_section};
 use serde_json::{Value, json};
 
 const NQN: &str = "nqn.2016-06.io.spdk:cnode1";
@@ -482,21 +482,10 @@ fn spdk_default_save_config_still_loads() {
     assert_eq!(s["namespaces"][0]["bdev_name"], "Malloc0");
     assert_eq!(s["listen_addresses"][0]["trsvcid"], "4420");
     let saved = r.save();
-    let section = |name: &str| {
-        saved["subsystems"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|s| s["subsystem"] == name)
-            .unwrap()["config"]
-            .clone()
-    };
     for name in ["keyring", "iobuf", "sock", "vmd", "accel", "scheduler"] {
-        assert_eq!(section(name), json!([]), "{name}");
+        assert_eq!(saved_section(&saved, name), Vec::<Value>::new(), "{name}");
     }
-    let bdev: Vec<Value> = section("bdev")
-        .as_array()
-        .unwrap()
+    let bdev: Vec<Value> = saved_section(&saved, "bdev")
         .iter()
         .map(|c| c["method"].clone())
         .collect();

@@ -26,7 +26,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rpc::methods::Rtgt;
+use rpc::methods::TargetContext;
 use rpc::{CoreHooks, Methods, RpcState, StateHandle};
 use rtgt_tests::faults::{Soak, Stability, soak_process};
 use rtgt_tests::nvme_host::*;
@@ -195,7 +195,7 @@ fn subsystem_create_delete_1000_cycles() {
     let e = NvmfEnv::new(2, small_rdma());
     e.t.transport("SRP", json!({"num_shared_buffers": 32}));
     let state = StateHandle::new(RpcState::Runtime);
-    let ctx = std::sync::Arc::new(Rtgt::new(std::sync::Arc::clone(&e.t.target)));
+    let ctx = std::sync::Arc::new(TargetContext::new(std::sync::Arc::clone(&e.t.target)));
     let mut m = Methods::from_arc(ctx, state);
     m.register_core(CoreHooks::new()).expect("core methods");
     rpc::methods::register(&mut m).expect("storage methods");

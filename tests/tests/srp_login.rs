@@ -305,7 +305,10 @@ fn an_explicit_target_port_id_replaces_the_derived_one() {
     let nqn = "nqn.2016-06.io.rtgt:explicit";
     let mut p = target_core::target::SubsystemParams::new(nqn);
     p.allow_any_host = true;
-    p.srp_port_id = Some((0x0002_c903_000e_8acd, 0x0002_c903_000e_8acd));
+    transport_srp::port_id::set_target_port_id(
+        &mut p.transport_attrs,
+        (0x0002_c903_000e_8acd, 0x0002_c903_000e_8acd),
+    );
     fx.t.rt.block_on(fx.t.target.create_subsystem(p)).unwrap();
     fx.t.malloc("Explicit0", 1024, BS);
     fx.t.add_ns(nqn, "Explicit0");

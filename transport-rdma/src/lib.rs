@@ -31,7 +31,7 @@ mod wr;
 pub use pg::{DevStats, PgResources, RdmaPg};
 pub use transport::{PoolCounts, RdmaTransport};
 
-use target_core::registry::TransportOps;
+use target_core::registry::{JsonType, TransportAttr, TransportOps};
 
 target_core::register_transport!(
     RDMA_OPS = TransportOps {
@@ -39,5 +39,51 @@ target_core::register_transport!(
         description: "NVMe over Fabrics on RDMA (RoCE, InfiniBand, iWARP)",
         defaults: opts::defaults,
         create: transport::create,
+        options: &[
+            TransportAttr::plain(
+                "max_srq_depth",
+                JsonType::Uint(32),
+                "max-srq-depth",
+                "Per-poll-group shared receive queue size"
+            ),
+            TransportAttr::plain(
+                "no_srq",
+                JsonType::Bool,
+                "no-srq",
+                "Disable the shared receive queue"
+            ),
+            TransportAttr::plain(
+                "num_cqe",
+                JsonType::I32,
+                "num-cqe",
+                "Number of CQ entries without SRQ"
+            ),
+            TransportAttr::plain(
+                "acceptor_backlog",
+                JsonType::I32,
+                "acceptor-backlog",
+                "Pending connections allowed in the backlog"
+            ),
+            TransportAttr::plain(
+                "no_wr_batching",
+                JsonType::Bool,
+                "no-wr-batching",
+                "Disable work request batching"
+            ),
+            TransportAttr::plain(
+                "ack_timeout",
+                JsonType::Uint(32),
+                "ack-timeout",
+                "ACK timeout in milliseconds"
+            ),
+            TransportAttr::plain(
+                "data_wr_pool_size",
+                JsonType::Uint(32),
+                "data-wr-pool-size",
+                "RDMA data WR pool size"
+            ),
+        ],
+        subsystem_attrs: &[],
+        listener_attrs: &[],
     }
 );

@@ -7,8 +7,9 @@
 //! 0..8) followed by `ioc_guid` (bytes 8..16), the two values an initiator passes to ib_srp's
 //! `add_target` (`id_ext=…,ioc_guid=…,dest=IP:PORT`).
 //!
-//! - **Set explicitly** with the subsystem's `srp_port_id` (`SubsystemConfig::srp_port_id`),
-//!   given at creation: `nvmf_create_subsystem` takes an optional `srp_port_id`, either
+//! - **Set explicitly** with the subsystem's `srp_port_id` (one of its
+//!   `SubsystemConfig::transport_attrs`, which this crate declares as [`SRP_PORT_ID`]), given
+//!   at creation: `nvmf_create_subsystem` takes an optional `srp_port_id`, either
 //!   `"0x<32 hex digits>"` or `"<id_ext>:<ioc_guid>"` (16 hex digits each;
 //!   [`parse_target_port_id`] reads the accepted forms).
 //! - **Derived** otherwise, from the NQN alone, so it is stable across restarts and identical
@@ -33,7 +34,51 @@
 
 use std::net::IpAddr;
 
+use serde_json::Value;
+use target_core::registry::{JsonType, TransportAttr, TransportAttrs};
+
 use crate::proto::PortId;
+
+/// The subsystem attribute SRP declares: `srp_port_id` of `nvmf_create_subsystem`, stored in
+/// canonical form (`0x` + 32 hex digits), shown by `nvmf_get_subsystems` (the derived id when
+/// none is set) and saved when set.
+pub const SRP_PORT_ID: TransportAttr = TransportAttr {
+    name: ATTR,
+    kind: JsonType::Str,
+    help: "SRP target port id: 0x + 32 hex digits, or id_ext:ioc_guid (default: derived from the NQN)",
+    long: Some("srp-port-id"),
+    parse: parse_attr,
+    shown_unset: Some(shown_unset),
+};
+
+/// The name of the attribute.
+pub const ATTR: &str = "srp_port_id";
+
+fn parse_attr(v: &Value) -> Result<Value, String> {
+    let text = v.as_str().unwrap_or_default();
+    parse_target_port_id(text)
+        .map(|id| Value::String(format_target_port_id(id)))
+        .ok_or_else(|| "0x + 32 hex digits, or id_ext:ioc_guid, is expected".to_string())
+}
+
+fn shown_unset(nqn: &str) -> Value {
+    let g = derived_guid(nqn);
+    Value::String(format_target_port_id((g, g)))
+}
+
+/// The explicit target port id `(id_ext, ioc_guid)` among a subsystem's transport attributes.
+pub fn explicit_target_port_id(attrs: &TransportAttrs) -> Option<(u64, u64)> {
+    attrs
+        .get(ATTR)
+        .and_then(Value::as_str)
+        .and_then(parse_target_port_id)
+}
+
+/// Sets the explicit target port id among a subsystem's transport attributes (what
+/// `nvmf_create_subsystem` with `srp_port_id` stores).
+pub fn set_target_port_id(attrs: &mut TransportAttrs, id: (u64, u64)) {
+    attrs.insert(ATTR.into(), Value::String(format_target_port_id(id)));
+}
 
 /// The target port id derived from an NQN (see the module documentation).
 pub fn derived_target_port_id(nqn: &str) -> PortId {
@@ -41,10 +86,17 @@ pub fn derived_target_port_id(nqn: &str) -> PortId {
     PortId::from_halves(g, g)
 }
 
-/// The 64-bit GUID derived from an NQN: `id_ext` and `ioc_guid` of the derived port id
-/// ([`target_core::target::derived_srp_guid`], which management shows too).
+/// The 64-bit GUID derived from an NQN, used as both `id_ext` and `ioc_guid` when a subsystem
+/// sets no `srp_port_id`: FNV-1a-64 of the NQN's bytes with the top byte replaced by 0x02 (a
+/// locally administered EUI-64, never one of the OUIs for which Linux's ib_srp changes its
+/// initiator id). Stable across restarts and targets.
 pub fn derived_guid(nqn: &str) -> u64 {
-    target_core::target::derived_srp_guid(nqn)
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in nqn.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (0x02u64 << 56) | (h & 0x00ff_ffff_ffff_ffff)
 }
 
 /// The target port id of a subsystem: its explicit `srp_port_id`, or the one derived from its
@@ -81,12 +133,40 @@ pub fn parse_port_id(s: &str) -> Option<PortId> {
     Some(PortId(v.to_be_bytes()))
 }
 
-/// Parses a target port id as an operator writes it: `0x` + 32 hex digits, or
-/// `id_ext:ioc_guid` / `id_ext,ioc_guid` with two values of up to 16 hex digits each
-/// (optionally `0x`-prefixed). Returns `(id_ext, ioc_guid)`
-/// ([`target_core::target::parse_srp_port_id`]).
+fn parse_hex_u64(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let s = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
+    if s.is_empty() || s.len() > 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    u64::from_str_radix(s, 16).ok()
+}
+
+/// Parses a target port id as an operator writes it: `0x` + up to 32 hex digits (the 16-byte
+/// id, left-padded), or `id_ext:ioc_guid` / `id_ext,ioc_guid` with up to 16 hex digits each
+/// (optionally `0x`-prefixed). Returns `(id_ext, ioc_guid)`.
 pub fn parse_target_port_id(s: &str) -> Option<(u64, u64)> {
-    target_core::target::parse_srp_port_id(s)
+    let t = s.trim();
+    if let Some((a, b)) = t.split_once([':', ',']) {
+        return Some((parse_hex_u64(a)?, parse_hex_u64(b)?));
+    }
+    let d = t
+        .strip_prefix("0x")
+        .or_else(|| t.strip_prefix("0X"))
+        .unwrap_or(t);
+    if d.is_empty() || d.len() > 32 || !d.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return None;
+    }
+    let v = u128::from_str_radix(d, 16).ok()?;
+    Some(((v >> 64) as u64, v as u64))
+}
+
+/// Formats a target port id as LIO and targetcli do: `0x` and 32 hex digits.
+pub fn format_target_port_id((hi, lo): (u64, u64)) -> String {
+    format!("0x{hi:016x}{lo:016x}")
 }
 
 /// The GUID form of an initiator port id's low half: `xxxx:xxxx:xxxx:xxxx`.
@@ -178,6 +258,37 @@ mod tests {
         assert_eq!(parse_target_port_id("0x1, 0xAB"), Some((1, 0xab)));
         assert_eq!(parse_target_port_id("1:"), None);
         assert_eq!(parse_target_port_id("g:1"), None);
+        // Moved from target-core with the parsing: every malformed form is refused.
+        assert_eq!(parse_target_port_id("ab"), Some((0, 0xab)), "left-padded");
+        for bad in ["", "0x", "1:", "g:1", "xyz", &"1".repeat(33)] {
+            assert_eq!(parse_target_port_id(bad), None, "{bad}");
+        }
+        assert_eq!(
+            format_target_port_id((1, 0xab)),
+            "0x000000000000000100000000000000ab"
+        );
+    }
+
+    #[test]
+    fn the_port_id_attribute_is_validated_canonical_and_derived_when_unset() {
+        use serde_json::json;
+        assert_eq!(
+            SRP_PORT_ID.validate(&json!("0002c903000e8acd:0002c903000e8acd")),
+            Ok(json!("0x0002c903000e8acd0002c903000e8acd"))
+        );
+        let e = SRP_PORT_ID.validate(&json!("not-hex")).unwrap_err();
+        assert!(e.starts_with("Invalid srp_port_id \"not-hex\""), "{e}");
+        let e = SRP_PORT_ID.validate(&json!(7)).unwrap_err();
+        assert!(e.contains("string"), "{e}");
+        let g = derived_guid("nqn.x");
+        assert_eq!(
+            (SRP_PORT_ID.shown_unset.unwrap())("nqn.x"),
+            json!(format!("0x{g:016x}{g:016x}"))
+        );
+        let mut attrs = TransportAttrs::new();
+        assert_eq!(explicit_target_port_id(&attrs), None);
+        set_target_port_id(&mut attrs, (1, 2));
+        assert_eq!(explicit_target_port_id(&attrs), Some((1, 2)));
     }
 
     #[test]

@@ -18,8 +18,8 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 use target_core::reactor::{PollStatus, PollerId, ReactorCtx, Reactors};
 use target_core::registry::{
-    CreateResult, Transport, TransportContext, TransportError, TransportOps, TransportParams,
-    TransportPollGroup,
+    CreateResult, JsonType, Transport, TransportAttr, TransportContext, TransportError,
+    TransportOps, TransportParams, TransportPollGroup,
 };
 use target_core::target::{
     AdrFam, ListenAddr, PgCore, Subsystem, SubsystemState, SubsystemType, Target, with_transport_pg,
@@ -40,6 +40,58 @@ target_core::register_transport!(
         description: "SCSI RDMA Protocol target (Linux ib_srp initiators over RDMA CM)",
         defaults: opts::defaults,
         create,
+        options: &[
+            TransportAttr::plain(
+                "max_req_size",
+                JsonType::Uint(32),
+                "max-req-size",
+                "Largest initiator-to-target IU (SRP)"
+            ),
+            TransportAttr::plain(
+                "max_rsp_size",
+                JsonType::Uint(32),
+                "max-rsp-size",
+                "Largest target-to-initiator IU (SRP)"
+            ),
+            TransportAttr::plain(
+                "immediate_data",
+                JsonType::Bool,
+                "immediate-data",
+                "Accept SRP-2 immediate data (SRP)"
+            ),
+            TransportAttr::plain(
+                "use_srq",
+                JsonType::Bool,
+                "use-srq",
+                "Shared receive queue per poll group and device (SRP)"
+            ),
+            TransportAttr::plain(
+                "srq_size",
+                JsonType::Uint(32),
+                "srq-size",
+                "Receive buffers per shared receive queue (SRP)"
+            ),
+            TransportAttr::plain(
+                "sq_size",
+                JsonType::Uint(32),
+                "sq-size",
+                "Send queue depth per channel (SRP)"
+            ),
+            TransportAttr::plain(
+                "disconnect_timeout_ms",
+                JsonType::Uint(32),
+                "disconnect-timeout-ms",
+                "Wait for the connection manager on close (SRP)"
+            ),
+            TransportAttr::plain(
+                "no_srq",
+                JsonType::Bool,
+                "no-srq",
+                "Disable the shared receive queue"
+            ),
+        ],
+        subsystem_attrs: &[port_id::SRP_PORT_ID],
+        listener_attrs: &[],
     }
 );
 
@@ -384,7 +436,10 @@ fn find_subsystem(target: &Target, port: &PortId, addr: &ListenAddr) -> Option<A
     target.subsystems().into_iter().find(|s| {
         s.kind() == SubsystemType::Nvme
             && s.with_config(|c| {
-                port_id::target_port_id(s.nqn(), c.srp_port_id) == *port
+                port_id::target_port_id(
+                    s.nqn(),
+                    port_id::explicit_target_port_id(&c.transport_attrs),
+                ) == *port
                     && c.listeners.iter().any(|l| l == addr)
             })
     })

@@ -19,8 +19,15 @@ pub const CALL_OPTIONS: &[&str] = &["--dry-run", "--params"];
 /// What `ls` takes besides an NQN.
 pub const LS_PARTS: &[&str] = &["bdevs", "subsystems", "transports"];
 
-/// Transport types rtgt can create.
-pub const TRANSPORT_KINDS: &[&str] = &["RDMA", "SRP"];
+/// Transport types rtgt can create: the names of the transports the binary links (each
+/// registers itself with `register_transport!`), so a new transport crate completes without
+/// a change here.
+pub fn transport_kinds() -> Vec<String> {
+    target_core::registry::list()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect()
+}
 
 /// The word being completed starts at the returned offset; the candidates replace it.
 pub fn complete(line: &str, pos: usize, snap: &Snapshot) -> (usize, Vec<String>) {
@@ -43,7 +50,7 @@ pub fn complete(line: &str, pos: usize, snap: &Snapshot) -> (usize, Vec<String>)
 
 fn first_word(current: &str) -> Vec<String> {
     let mut v: Vec<String> = BUILTINS.iter().map(|s| s.to_string()).collect();
-    v.extend(methods::METHODS.iter().map(|m| m.name.to_string()));
+    v.extend(methods::all().map(|m| m.name.to_string()));
     if current.starts_with('-') {
         v.extend(CALL_OPTIONS.iter().map(|s| s.to_string()));
     }
@@ -71,10 +78,7 @@ fn candidates(prev: &[String], current: &str, snap: &Snapshot) -> Vec<String> {
     let rest = &prev[k + 1..];
     match method.as_str() {
         "help" if rest.is_empty() => {
-            return methods::METHODS
-                .iter()
-                .map(|m| m.name.to_string())
-                .collect();
+            return methods::all().map(|m| m.name.to_string()).collect();
         }
         "ls" if rest.is_empty() => {
             let mut v: Vec<String> = LS_PARTS.iter().map(|s| s.to_string()).collect();
@@ -191,7 +195,7 @@ fn values(a: &ArgSpec, nqn: Option<&str>, current: &str, snap: &Snapshot) -> Vec
         Complete::FreeBdev => snap.bdev_names(None, true),
         Complete::BdevOf(p) => snap.bdev_names(Some(p), false),
         Complete::Transport => snap.trtypes(),
-        Complete::TransportKind => TRANSPORT_KINDS.iter().map(|s| s.to_string()).collect(),
+        Complete::TransportKind => transport_kinds(),
         Complete::Host => nqn.map(|n| snap.hosts(n)).unwrap_or_default(),
         Complete::Nsid => nqn.map(|n| snap.nsids(n)).unwrap_or_default(),
         Complete::Traddr | Complete::Trsvcid => {

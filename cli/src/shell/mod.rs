@@ -194,11 +194,7 @@ impl Shell {
 /// `help` and `help METHOD`.
 pub fn help(topic: Option<&str>) -> Result<String, String> {
     let Some(topic) = topic else {
-        let width = methods::METHODS
-            .iter()
-            .map(|m| m.name.len())
-            .max()
-            .unwrap_or(0);
+        let width = methods::all().map(|m| m.name.len()).max().unwrap_or(0);
         let mut s = String::from(
             "Commands:\n  \
              help [METHOD]      this list, or one method's arguments\n  \
@@ -207,7 +203,7 @@ pub fn help(topic: Option<&str>) -> Result<String, String> {
              exit, quit         leave (or Ctrl-D)\n  \
              [--dry-run] [--params JSON] METHOD [ARGS]   call a method (as `rtgt rpc`)\n\nMethods:\n",
         );
-        for m in methods::METHODS {
+        for m in methods::all() {
             s.push_str(&format!("  {:width$}  {}\n", m.name, m.about));
         }
         s.push_str("\nTab completes methods, options and live names.");

@@ -14,8 +14,13 @@ calls that only answer ``true``). On failure the exit status is 1 and stderr has
 naming the method, the server's message and code. With no command, commands are read from
 stdin one per line (``#`` starts a comment) and run over one connection.
 
+Every command, its positional arguments, options, value conversions and the request it sends
+come from ``methods.json``, which is generated from the target's own method specs (the Rust
+crate ``rpc-spec``; a Rust test fails when the committed file is stale), so this command line,
+``rtgt rpc`` and the server cannot disagree on a method's parameters.
+
 rtgt extensions: ``nvmf_subsystem_pause`` / ``nvmf_subsystem_resume``, ``--opt KEY=VALUE``
-on ``nvmf_create_transport`` for transport-specific options (e.g. SRP's), and ``call METHOD
+on ``nvmf_create_transport`` for any transport-specific option, and ``call METHOD
 [PARAMS_JSON]`` for any method with raw parameters.
 """
 
@@ -23,6 +28,7 @@ import argparse
 import json
 import shlex
 import sys
+from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional
 
 from . import __version__
@@ -35,21 +41,7 @@ PRINT_NONE = "none"
 PRINT_DICT = "dict"  # json.dumps(indent=2)
 PRINT_JSON = "json"  # the same, with a string's quotes stripped (a created name)
 
-_LEVELS = ["ERROR", "WARNING", "NOTICE", "INFO", "DEBUG"]
-_SIGNALS = ["SIGINT", "SIGTERM", "SIGQUIT", "SIGHUP", "SIGKILL", "SIGUSR1"]
-_PASSTHRU = [
-    "identify_ctrlr",
-    "identify_uuid_list",
-    "get_log_page",
-    "get_set_features",
-    "sanitize",
-    "security_send_recv",
-    "fw_update",
-    "nvme_mi",
-    "vendor_specific",
-]
-_ONCS = ["nvmcmps", "nvmdsmsv", "nvmwzsv", "reservs", "nvmcpys"]
-_FUSES = ["fcws"]
+METHODS_JSON = Path(__file__).with_name("methods.json")
 
 _GLOBALS = {
     "server_addr",
@@ -71,29 +63,6 @@ class UsageError(Exception):
 
 def _csv(text: str) -> List[str]:
     return [t for t in text.split(",") if t]
-
-
-def _opts(args: argparse.Namespace, *names: str, **rename: str) -> Dict[str, Any]:
-    """The named attributes of ``args`` that are not ``None`` (rpc.py's ``remove_null``);
-    ``rename`` maps an attribute to a different parameter name."""
-    out = {}
-    for n in names:
-        v = getattr(args, n)
-        if v is not None:
-            out[n] = v
-    for attr, param in rename.items():
-        v = getattr(args, attr)
-        if v is not None:
-            out[param] = v
-    return out
-
-
-def _all_opts(args: argparse.Namespace) -> Dict[str, Any]:
-    return {k: v for k, v in vars(args).items() if k not in _GLOBALS and v is not None}
-
-
-def _nqn(nqn: str) -> str:
-    return DISCOVERY_NQN if nqn == "discovery" else nqn
 
 
 def _json_value(text: str) -> Any:
@@ -133,154 +102,138 @@ class _Commands:
         return p
 
 
-# ----- builders for the commands that reshape their arguments -----
+# ----- commands built from the method specs (methods.json) -----
 
 
-def _malloc_create(a: argparse.Namespace) -> Dict[str, Any]:
-    if a.total_size <= 0:
-        raise UsageError("total_size must be > 0")
-    if a.block_size <= 0:
-        raise UsageError("block_size must be > 0")
-    p = {"num_blocks": int((a.total_size * 1024 * 1024) // a.block_size), "block_size": a.block_size}
-    p.update(_opts(a, "name", "uuid", "physical_block_size", "optimal_io_boundary", "md_size"))
-    p["md_interleave"] = a.md_interleave
-    p.update(_opts(a, "dif_type"))
-    p["dif_is_head_of_md"] = a.dif_is_head_of_md
-    p.update(_opts(a, "dif_pi_format", "numa_id"))
-    return p
+def load_specs() -> List[Dict[str, Any]]:
+    """Every method's spec, as generated from the target's Rust method specs."""
+    with open(METHODS_JSON, encoding="utf-8") as f:
+        return json.load(f)["methods"]
 
 
-def _null_create(a: argparse.Namespace) -> Dict[str, Any]:
-    if a.block_size <= 0:
-        raise UsageError("block_size must be > 0")
+def _dest(arg: Dict[str, Any]) -> str:
+    # rpc.py's size arguments are total_size (its messages name them so); a key that is also
+    # a global option's (bdev_get_bdevs' timeout) gets a name of its own.
+    if arg["kind"] == "size_mib":
+        return "total_size"
+    return arg["key"] + "_arg" if arg["key"] in _GLOBALS else arg["key"]
+
+
+def _add_arg(p: Any, method: Dict[str, Any], arg: Dict[str, Any]) -> None:
+    kind = arg["kind"]
+    kw: Dict[str, Any] = {"help": arg["help"]}
+    if "pos" in arg:
+        names = [_dest(arg)]
+        if not arg.get("required"):
+            kw["nargs"] = "?"
+    else:
+        names = [f"--{arg['long']}"]
+        if "short" in arg:
+            names.insert(0, f"-{arg['short']}")
+        names += [a for a, long in method.get("aliases", []) if long == f"--{arg['long']}"]
+        kw["dest"] = _dest(arg)
+        if arg.get("required"):
+            kw["required"] = True
+    if kind == "int":
+        kw["type"] = int
+    elif kind == "choice":
+        kw["choices"] = arg["choices"]
+    elif kind == "int_in":
+        lo, hi = arg["range"]
+        kw.update(type=int, choices=range(lo, hi + 1))
+    elif kind == "flag":
+        kw.update(action="store_true", default=False)
+    elif kind == "flag_off":
+        kw.update(action="store_false", default=True)
+    elif kind == "flag_if_given":
+        kw.update(action="store_true", default=None)
+    elif kind == "toggle":
+        kw.update(action=argparse.BooleanOptionalAction, default=arg["default"])
+    elif kind in ("list", "list_of", "flag_set"):
+        kw["type"] = _csv
+    elif kind == "key_value":
+        kw.update(action="append", metavar="key=value")
+    elif kind == "size_mib":
+        kw["type"] = float if arg["float"] else int
+    p.add_argument(*names, **kw)
+
+
+def _names(arg: Dict[str, Any], given: List[str]) -> List[str]:
+    """`a,b` or `all` over the argument's choices; unknown names are a usage error."""
+    choices = arg["choices"]
+    bad = sorted(set(given) - set(choices) - {"all"})
+    if bad:
+        what = arg["long"] if arg["kind"] == "flag_set" else arg["key"].split("_")[-1]
+        raise UsageError(f"invalid {what}: {', '.join(bad)} (choose from all, {', '.join(choices)})")
+    return list(choices) if "all" in given else given
+
+
+def _value(arg: Dict[str, Any], a: argparse.Namespace) -> Any:
+    """The JSON value an argument sends (``None``: it sends nothing), as rpc.py builds it."""
+    kind = arg["kind"]
+    v = getattr(a, _dest(arg))
+    if v is None:
+        return None
+    if kind == "size_mib":
+        block_size = getattr(a, arg["block_size"])
+        if v <= 0:
+            raise UsageError("total_size must be > 0")
+        if block_size is None or block_size <= 0:
+            raise UsageError(f"{arg['block_size']} must be > 0")
+        blocks = (v * 1024 * 1024) // block_size
+        return int(blocks)
+    if kind == "list_of":
+        return _names(arg, v)
+    if kind == "flag_set":
+        return {c: True for c in _names(arg, v)} if v else None
+    if kind == "key_value":
+        out = {}
+        for entry in v:
+            key, sep, value = entry.partition("=")
+            if not sep:
+                raise UsageError(f"--{arg['long']} {entry} not in key=value form")
+            out[key] = value
+        return out
+    return v
+
+
+def build_params(method: Dict[str, Any], a: argparse.Namespace) -> Optional[Dict[str, Any]]:
+    """The request's parameters: the arguments in the spec's key order, a group (rpc.py's
+    ``group_as``) last; ``None`` when there are none (the request has no ``params``)."""
+    check = _CHECKS.get(method["name"])
+    if check:
+        check(a)
+    group = method.get("group")
+    out: Dict[str, Any] = {}
+    grouped: Dict[str, Any] = {}
+    for arg in method["args"]:
+        if arg.get("json_only"):
+            continue
+        v = _value(arg, a)
+        if v is None:
+            continue
+        if method.get("discovery_alias") and arg["key"] == "nqn" and v == "discovery":
+            v = DISCOVERY_NQN
+        if group and arg["key"] in group["keys"]:
+            grouped[arg["key"]] = v
+        else:
+            out[arg["key"]] = v
+    if grouped:
+        out[group["name"]] = grouped
+    for key, value in getattr(a, "opt", None) or []:
+        out[key] = value
+    return out or None
+
+
+def _null_create_check(a: argparse.Namespace) -> None:
     if a.dif_type and not a.md_size:
         raise UsageError("--md-size must be > 0 when --dif-type is > 0")
-    p = {"num_blocks": (a.total_size * 1024 * 1024) // a.block_size, "block_size": a.block_size}
-    p["name"] = a.name
-    p.update(_opts(a, "uuid", "physical_block_size", "md_size", "dif_type"))
-    p["dif_is_head_of_md"] = a.dif_is_head_of_md
-    p.update(
-        _opts(
-            a,
-            "dif_pi_format",
-            "preferred_write_alignment",
-            "preferred_write_granularity",
-            "optimal_write_size",
-            "preferred_unmap_alignment",
-            "preferred_unmap_granularity",
-        )
-    )
-    return p
 
 
-def _aio_create(a: argparse.Namespace) -> Dict[str, Any]:
-    p = {"filename": a.filename, "name": a.name}
-    p.update(_opts(a, "block_size"))
-    p.update({"readonly": a.readonly, "fallocate": a.fallocate})
-    p.update(_opts(a, "uuid"))
-    p["nowait"] = a.nowait
-    return p
-
-
-def _delay_create(a: argparse.Namespace) -> Dict[str, Any]:
-    # rpc.py's keyword order: base, name, uuid, then the four latencies.
-    return _opts(
-        a,
-        "base_bdev_name",
-        "name",
-        "uuid",
-        "avg_read_latency",
-        "p99_read_latency",
-        "avg_write_latency",
-        "p99_write_latency",
-    )
-
-
-def _create_transport(a: argparse.Namespace) -> Dict[str, Any]:
-    extra = dict(a.opt or [])
-    p = {k: v for k, v in _all_opts(a).items() if k not in ("opt", "masked_oncs", "masked_fuses")}
-    for key, choices, attr in (("masked_oncs", _ONCS, a.masked_oncs), ("masked_fuses", _FUSES, a.masked_fuses)):
-        if attr:
-            bad = sorted(set(attr) - set(choices) - {"all"})
-            if bad:
-                raise UsageError(
-                    f"invalid {key.split('_')[1]}: {', '.join(bad)} (choose from all, {', '.join(choices)})"
-                )
-            p[key] = list(choices) if "all" in attr else attr
-    p.update(extra)
-    return p
-
-
-def _create_subsystem(a: argparse.Namespace) -> Dict[str, Any]:
-    p = {"nqn": a.nqn}
-    p.update(_opts(a, "tgt_name", "serial_number", "model_number"))
-    p["allow_any_host"] = a.allow_any_host
-    p.update(_opts(a, "max_namespaces"))
-    p["ana_reporting"] = a.ana_reporting
-    p.update(_opts(a, "min_cntlid", "max_cntlid", "dmrsl", "wzsl"))
-    p["passthrough"] = a.passthrough
-    p["enable_nssr"] = a.enable_nssr
-    p.update(_opts(a, "admin_label"))
-    return p
-
-
-def _listen_address(a: argparse.Namespace) -> Dict[str, Any]:
-    return _opts(a, "trtype", "traddr", "trsvcid", "adrfam")
-
-
-def _add_listener(a: argparse.Namespace) -> Dict[str, Any]:
-    p = {"nqn": _nqn(a.nqn)}
-    p.update(_opts(a, "tgt_name"))
-    p["secure_channel"] = a.secure_channel
-    p.update(_opts(a, "ana_state", "sock_impl", "numa_id"))
-    p["listen_address"] = _listen_address(a)
-    return p
-
-
-def _remove_listener(a: argparse.Namespace) -> Dict[str, Any]:
-    p = {"nqn": _nqn(a.nqn)}
-    p.update(_opts(a, "tgt_name"))
-    p["listen_address"] = _listen_address(a)
-    return p
-
-
-def _add_ns(a: argparse.Namespace) -> Dict[str, Any]:
-    ns = {"bdev_name": a.bdev_name}
-    ns.update(_opts(a, "ptpl_file", "nsid", "nguid", "eui64", "uuid", "anagrpid"))
-    ns["no_auto_visible"] = a.no_auto_visible
-    p = {"nqn": a.nqn}
-    p.update(_opts(a, "tgt_name"))
-    p["namespace"] = ns
-    return p
-
-
-def _iostat(a: argparse.Namespace) -> Dict[str, Any]:
-    p = _opts(a, "name", "reset_mode", "names")
-    if a.per_channel:
-        p["per_channel"] = True
-    return p
-
-
-def _set_config(a: argparse.Namespace) -> Dict[str, Any]:
-    p: Dict[str, Any] = {}
-    if a.admin_cmd_passthru:
-        bad = sorted(set(a.admin_cmd_passthru) - set(_PASSTHRU) - {"all"})
-        if bad:
-            raise UsageError(f"invalid passthru-admin-cmds: {', '.join(bad)}")
-        cmds = _PASSTHRU if "all" in a.admin_cmd_passthru else a.admin_cmd_passthru
-        p["admin_cmd_passthru"] = {c: True for c in cmds}
-    p.update(
-        _opts(
-            a,
-            "poll_groups_mask",
-            "discovery_filter",
-            "discovery_filters",
-            "dhchap_digests",
-            "dhchap_dhgroups",
-            "dup_host_policy",
-        )
-    )
-    return p
+# Client-side checks rpc.py makes before sending (the server checks again).
+_CHECKS: Dict[str, Callable[[argparse.Namespace], None]] = {
+    "bdev_null_create": _null_create_check,
+}
 
 
 def _raw_call(a: argparse.Namespace) -> Any:
@@ -312,19 +265,23 @@ def _read_json_arg(source: Any) -> Any:
         raise ConfigError(f"{source}: not valid JSON: {e}") from e
 
 
+def _indent(a: argparse.Namespace) -> int:
+    return 2 if a.indent is None else a.indent
+
+
 def _run_save_config(a: argparse.Namespace, client: Any) -> None:
     if isinstance(client, DryRunClient):
         client.call("framework_get_subsystems")
         return
     subs = _csv(a.subsystems) if a.subsystems else None
-    sys.stdout.write(dumps(save_config(client, subs, a.with_batches), a.indent))
+    sys.stdout.write(dumps(save_config(client, subs, a.with_batches), _indent(a)))
 
 
 def _run_save_subsystem_config(a: argparse.Namespace, client: Any) -> None:
     result = client.call("framework_get_config", {"name": a.name, "with_batches": a.with_batches})
     if isinstance(client, DryRunClient):
         return
-    sys.stdout.write(dumps({"subsystem": a.name, "config": result}, a.indent))
+    sys.stdout.write(dumps({"subsystem": a.name, "config": result}, _indent(a)))
 
 
 def _run_load_config(a: argparse.Namespace, client: Any) -> None:
@@ -348,10 +305,6 @@ def _run_load_subsystem_config(a: argparse.Namespace, client: Any) -> None:
             client.call(elem.get("method"), elem.get("params"))
         return
     load_subsystem_config(client, config)
-
-
-def _tgt(p: argparse.ArgumentParser, flag: str = "-t") -> None:
-    p.add_argument(flag, "--tgt-name", help="Parent NVMe-oF target name")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -394,376 +347,44 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     c = _Commands(sub)
 
-    # ----- framework, app, log -----
-    p = c.add(
-        "rpc_get_methods",
-        "Get list of supported RPC methods",
-        lambda a: {"current": a.current, "include_aliases": a.include_aliases},
-        PRINT_DICT,
-    )
-    p.add_argument("-c", "--current", action="store_true", help="only methods callable now")
-    p.add_argument("-i", "--include-aliases", action="store_true", help="include aliases")
-    c.add("spdk_get_version", "Get the version", printer=PRINT_JSON)
-    c.add("framework_start_init", "Start initialization of subsystems")
-    c.add("framework_wait_init", "Block until subsystems have been initialized")
-    c.add("framework_get_subsystems", "Subsystems in initialization order", printer=PRINT_DICT)
-    p = c.add(
-        "framework_get_config",
-        "Print subsystem configuration",
-        lambda a: {"name": a.name, "with_batches": a.with_batches},
-        PRINT_DICT,
-    )
-    p.add_argument("name", help="Name of the subsystem to query")
-    p.add_argument("--with-batches", action=argparse.BooleanOptionalAction, default=False)
-    c.add("framework_get_reactors", "Display list of all reactors", printer=PRINT_DICT)
-    p = c.add(
-        "spdk_kill_instance", "Send signal to instance", lambda a: {"sig_name": a.sig_name}
-    )
-    p.add_argument("sig_name", choices=_SIGNALS, help="Signal to send")
-    for name, what in (("log_set_level", "log level"), ("log_set_print_level", "log print level")):
-        p = c.add(name, f"Set {what}", lambda a: {"level": a.level})
-        p.add_argument("level", choices=_LEVELS, help=what)
-    c.add("log_get_level", "Get log level", printer=PRINT_DICT)
-    c.add("log_get_print_level", "Get log print level", printer=PRINT_DICT)
-    for name, what in (("log_set_flag", "set"), ("log_clear_flag", "clear")):
-        p = c.add(name, f"{what} log flag", lambda a: {"flag": a.flag})
-        p.add_argument("flag", help='Log flag name or "all"')
-    c.add("log_get_flags", "Get log flags", printer=PRINT_DICT)
-
-    p = c.add("save_config", "Write the current configuration to stdout", run=_run_save_config)
-    p.add_argument("-i", "--indent", type=int, default=2, help="indent (< 0: compact)")
-    p.add_argument("-s", "--subsystems", help="comma-separated subsystems (with dependencies)")
-    p.add_argument("--with-batches", action=argparse.BooleanOptionalAction, default=False)
-    p = c.add("load_config", "Configure the target from a saved configuration", run=_run_load_config)
-    p.add_argument("-i", "--include-aliases", action="store_true", help="include RPC aliases")
-    p.add_argument("-j", "--json-conf", help="configuration file (default stdin)")
-    p = c.add(
-        "save_subsystem_config",
-        "Write one subsystem's configuration to stdout",
-        run=_run_save_subsystem_config,
-    )
-    p.add_argument("-i", "--indent", type=int, default=2, help="indent (< 0: compact)")
-    p.add_argument("-n", "--name", required=True, help="Name of subsystem")
-    p.add_argument("--with-batches", action=argparse.BooleanOptionalAction, default=False)
-    p = c.add(
-        "load_subsystem_config",
-        "Configure one subsystem (single pass)",
-        run=_run_load_subsystem_config,
-    )
-    p.add_argument("-j", "--json-conf", help="configuration file (default stdin)")
-
-    # ----- bdev -----
-    p = c.add("bdev_malloc_create", "Create a bdev with malloc backend", _malloc_create, PRINT_JSON)
-    p.add_argument("-b", "--name", help="Name of the bdev")
-    p.add_argument("-u", "--uuid", help="UUID of the bdev")
-    p.add_argument("total_size", type=float, help="Size of malloc bdev in MiB (float > 0)")
-    p.add_argument("block_size", type=int, help="Data block size for this bdev")
-    p.add_argument("-p", "--physical-block-size", type=int, help="Physical block size")
-    p.add_argument("-o", "--optimal-io-boundary", type=int, help="Split boundary, in blocks")
-    p.add_argument("-m", "--md-size", type=int, help="Metadata size (0, 8, 16, 32, 64, 128)")
-    p.add_argument("-i", "--md-interleave", action="store_true", help="Interleaved metadata")
-    p.add_argument("-t", "--dif-type", type=int, choices=[0, 1, 2, 3], help="PI type")
-    p.add_argument("-d", "--dif-is-head-of-md", action="store_true", help="PI first in md")
-    p.add_argument("-f", "--dif-pi-format", type=int, choices=[0, 1, 2], help="PI format")
-    p.add_argument("-n", "--numa-id", type=int, help="NUMA node (-1: any)")
-    p = c.add("bdev_malloc_delete", "Delete a malloc disk", lambda a: {"name": a.name})
-    p.add_argument("name", help="malloc bdev name")
-
-    p = c.add("bdev_null_create", "Add a bdev with null backend", _null_create, PRINT_JSON)
-    p.add_argument("name", help="Block device name")
-    p.add_argument("-u", "--uuid", help="UUID of the bdev")
-    p.add_argument("total_size", type=int, help="Size of null bdev in MiB (int > 0)")
-    p.add_argument("block_size", type=int, help="Data block size for this bdev")
-    p.add_argument("-p", "--physical-block-size", type=int, help="Physical block size")
-    p.add_argument("-m", "--md-size", type=int, help="Metadata size")
-    p.add_argument("-t", "--dif-type", type=int, choices=[0, 1, 2, 3], help="PI type")
-    p.add_argument("-d", "--dif-is-head-of-md", action="store_true", help="PI first in md")
-    p.add_argument("-f", "--dif-pi-format", type=int, choices=[0, 1, 2], help="PI format")
-    p.add_argument("-a", "--preferred-write-alignment", type=int, help="in blocks")
-    p.add_argument("-g", "--preferred-write-granularity", type=int, help="in blocks")
-    p.add_argument("-s", "--optimal-write-size", type=int, help="in blocks")
-    p.add_argument("-c", "--preferred-unmap-alignment", type=int, help="in blocks")
-    p.add_argument("-r", "--preferred-unmap-granularity", type=int, help="in blocks")
-    p = c.add("bdev_null_delete", "Delete a null bdev", lambda a: {"name": a.name})
-    p.add_argument("name", help="null bdev name")
-
-    p = c.add("bdev_aio_create", "Add a bdev with aio backend", _aio_create, PRINT_JSON)
-    p.add_argument("filename", help="Path to device or file")
-    p.add_argument("name", help="Block device name")
-    p.add_argument("block_size", type=int, nargs="?", help="Block size for this bdev")
-    p.add_argument("-r", "--readonly", action="store_true", help="read-only bdev")
-    p.add_argument("--fallocate", action="store_true", help="unmap/write zeroes by fallocate")
-    p.add_argument("-u", "--uuid", help="UUID of the bdev")
-    p.add_argument("--no-wait", dest="nowait", action="store_true", help="RWF_NOWAIT")
-    p = c.add("bdev_aio_delete", "Delete an aio disk", lambda a: {"name": a.name})
-    p.add_argument("name", help="aio bdev name")
-
-    p = c.add("bdev_delay_create", "Add a delay bdev on existing bdev", _delay_create, PRINT_JSON)
-    p.add_argument("-b", "--base-bdev-name", required=True, help="Name of the existing bdev")
-    p.add_argument("-d", "--name", required=True, help="Name of the delay bdev")
-    p.add_argument("-u", "--uuid", help="UUID of the bdev")
-    p.add_argument("-r", "--avg-read-latency", type=int, required=True, help="Average read latency (us)")
-    p.add_argument(
-        "-t", "--nine-nine-read-latency", dest="p99_read_latency", type=int, required=True,
-        help="Latency of 1 read in 100 (us)",
-    )
-    p.add_argument("-w", "--avg-write-latency", type=int, required=True, help="Average write latency (us)")
-    p.add_argument(
-        "-n", "--nine-nine-write-latency", dest="p99_write_latency", type=int, required=True,
-        help="Latency of 1 write in 100 (us)",
-    )
-    p = c.add("bdev_delay_delete", "Delete a delay bdev", lambda a: {"name": a.name})
-    p.add_argument("name", help="delay bdev name")
-    p = c.add(
-        "bdev_delay_update_latency",
-        "Update one of the latency values for a given delay bdev",
-        lambda a: _opts(a, "delay_bdev_name", "latency_type", "latency_us"),
-        PRINT_JSON,
-    )
-    p.add_argument("delay_bdev_name", help="The name of the given delay bdev")
-    p.add_argument(
-        "latency_type", choices=["avg_read", "avg_write", "p99_read", "p99_write"], help="Latency bucket to update"
-    )
-    p.add_argument("latency_us", type=int, help="new latency value in microseconds")
-
-    p = c.add(
-        "bdev_get_bdevs",
-        "Display current blockdev list or required blockdev",
-        lambda a: _opts(a, "name", timeout_ms="timeout"),
-        PRINT_DICT,
-    )
-    p.add_argument("-b", "--name", help="Name of the blockdev")
-    p.add_argument("-t", "--timeout-ms", type=int, help="ms to wait for the bdev to appear")
-    p = c.add(
-        "bdev_get_iostat",
-        "Display I/O statistics of the blockdevs",
-        _iostat,
-        PRINT_DICT,
-    )
-    p.add_argument("-b", "--name", help="Name of the blockdev")
-    p.add_argument("-c", "--per-channel", action="store_true", help="per channel statistics")
-    p.add_argument("--reset-mode", choices=["all", "maxmin", "error", "none"])
-    p.add_argument("--names", type=_csv, help="comma-separated bdev names")
-    c.add("bdev_wait_for_examine", "Report when all bdevs have been examined")
-
-    # ----- nvmf: target -----
-    p = c.add("nvmf_set_config", "Set NVMf target config", _set_config)
-    p.add_argument(
-        "-p", "--passthru-admin-cmds", dest="admin_cmd_passthru", type=_csv, default=[],
-        help="comma-separated admin commands to pass through (or all)",
-    )
-    p.add_argument("-m", "--poll-groups-mask", help="CPU mask for poll groups")
-    g = p.add_mutually_exclusive_group()
-    g.add_argument("-d", "--discovery-filter", help="deprecated, use --discovery-filters")
-    g.add_argument("--discovery-filters", type=_csv, help="comma-separated discovery filters")
-    p.add_argument("--dhchap-digests", type=_csv, help="comma-separated digests")
-    p.add_argument("--dhchap-dhgroups", type=_csv, help="comma-separated DH groups")
-    p.add_argument("--dup-host-policy", choices=["allow", "restrict_per_listener"])
-    p = c.add(
-        "nvmf_set_max_subsystems",
-        "Set the maximum number of NVMf target subsystems",
-        lambda a: {"max_subsystems": a.max_subsystems},
-    )
-    p.add_argument("-x", "--max-subsystems", type=int, required=True)
-    p = c.add(
-        "nvmf_set_crdt", "Set the Command Retry Delay Times", lambda a: _opts(a, "crdt1", "crdt2", "crdt3")
-    )
-    p.add_argument("-t1", "--crdt1", type=int, help="CRDT1, units of 100 ms")
-    p.add_argument("-t2", "--crdt2", type=int, help="CRDT2, units of 100 ms")
-    p.add_argument("-t3", "--crdt3", type=int, help="CRDT3, units of 100 ms")
-    p = c.add(
-        "nvmf_get_stats", "Display current statistics", lambda a: _opts(a, "tgt_name"), PRINT_DICT
-    )
-    _tgt(p)
-
-    # ----- nvmf: transports -----
-    p = c.add("nvmf_create_transport", "Create NVMf transport", _create_transport)
-    p.add_argument("-t", "--trtype", required=True, help="Transport type (RDMA, SRP)")
-    p.add_argument("-g", "--tgt-name", help="Parent NVMe-oF target name")
-    p.add_argument("-q", "--max-queue-depth", type=int, help="Max outstanding I/O per queue")
-    p.add_argument("-m", "--max-io-qpairs-per-ctrlr", type=int, help="Max I/O qpairs per controller")
-    p.add_argument("-c", "--in-capsule-data-size", type=int, help="In-capsule data size")
-    p.add_argument("-i", "--max-io-size", type=int, help="Max I/O size (bytes)")
-    p.add_argument("-u", "--io-unit-size", type=int, help="I/O unit size (bytes; deprecated)")
-    p.add_argument("-a", "--max-aq-depth", type=int, help="Max admin commands per AQ")
-    p.add_argument("-n", "--num-shared-buffers", type=int, help="Shared buffers (deprecated)")
-    p.add_argument("-b", "--buf-cache-size", type=int, help="Buffers cached per poll group (deprecated)")
-    p.add_argument("--iobuf-small-cache-size", type=int, help="Small iobufs per poll group")
-    p.add_argument("--iobuf-large-cache-size", type=int, help="Large iobufs per poll group")
-    p.add_argument("-z", "--zcopy", action="store_true", default=None, help="Zero-copy")
-    p.add_argument("-d", "--num-cqe", type=int, help="CQ entries when no_srq (RDMA)")
-    p.add_argument("-s", "--max-srq-depth", type=int, help="Per-thread SRQ depth (RDMA)")
-    p.add_argument("-r", "--no-srq", action="store_true", default=None, help="Disable SRQ (RDMA)")
-    p.add_argument(
-        "-o", "--c2h-success", action="store_false", default=None, help="Disable C2H success (TCP)"
-    )
-    p.add_argument(
-        "-f", "--dif-insert-or-strip", action="store_true", default=None, help="DIF insert/strip"
-    )
-    p.add_argument("-y", "--sock-priority", type=int, help="Socket priority (TCP)")
-    p.add_argument("-l", "--acceptor-backlog", type=int, help="Listen backlog (RDMA)")
-    p.add_argument("-x", "--abort-timeout-sec", type=int, help="Abort execution timeout (s)")
-    p.add_argument(
-        "-w", "--no-wr-batching", action="store_true", default=None, help="No WR batching (RDMA)"
-    )
-    p.add_argument("-e", "--control-msg-num", type=int, help="Control messages (TCP)")
-    p.add_argument("-M", "--disable-mappable-bar0", action="store_true", default=None)
-    p.add_argument("-I", "--disable-adaptive-irq", action="store_true", default=None)
-    p.add_argument("-S", "--disable-shadow-doorbells", action="store_true", default=None)
-    p.add_argument("--acceptor-poll-rate", type=int, help="Acceptor poll period (us)")
-    p.add_argument("--ack-timeout", type=int, help="ACK timeout (ms)")
-    p.add_argument("--data-wr-pool-size", type=int, help="Data WR pool size (RDMA)")
-    p.add_argument("--disable-command-passthru", action="store_true", default=None)
-    p.add_argument("--kas", type=int, help="Keep-alive granularity, units of 100 ms")
-    p.add_argument("--min-kato", type=int, help="Minimum keep-alive timeout (ms)")
-    p.add_argument("--masked-oncs", type=_csv, help="ONCS features to hide (or all)")
-    p.add_argument("--masked-fuses", type=_csv, help="FUSES features to hide (or all)")
-    p.add_argument(
-        "--opt",
-        action="append",
-        type=_key_value,
-        metavar="KEY=VALUE",
-        help="transport-specific option (VALUE parsed as JSON, else a string); repeatable",
-    )
-    p = c.add(
-        "nvmf_get_transports",
-        "Display nvmf transports or required transport",
-        lambda a: _opts(a, "trtype", "tgt_name"),
-        PRINT_DICT,
-    )
-    p.add_argument("--trtype", help="Transport type")
-    _tgt(p)
-
-    # ----- nvmf: subsystems -----
-    p = c.add(
-        "nvmf_get_subsystems",
-        "Display nvmf subsystems or required subsystem",
-        lambda a: _opts(a, "nqn", "tgt_name"),
-        PRINT_DICT,
-    )
-    p.add_argument("nqn", nargs="?", help="Subsystem NQN")
-    _tgt(p)
-    p = c.add("nvmf_create_subsystem", "Create an NVMe-oF subsystem", _create_subsystem)
-    p.add_argument("nqn", help="Subsystem NQN")
-    _tgt(p)
-    p.add_argument("-s", "--serial-number", help="Serial number of the virtual controller")
-    p.add_argument("-d", "--model-number", help="Model number of the virtual controller")
-    p.add_argument("-a", "--allow-any-host", action="store_true", help="Allow any host")
-    p.add_argument("-m", "--max-namespaces", type=int, help="Maximum number of namespaces")
-    p.add_argument("-r", "--ana-reporting", action="store_true", help="Enable ANA reporting")
-    p.add_argument("-i", "--min-cntlid", type=int, help="Minimum controller ID")
-    p.add_argument("-I", "--max-cntlid", type=int, help="Maximum controller ID")
-    p.add_argument("--dmrsl", type=int, help="DSM range size limit (blocks)")
-    p.add_argument("--wzsl", type=int, help="Write zeroes size limit (2^n x MPSMIN)")
-    p.add_argument("-p", "--passthrough", action="store_true", help="Passthrough subsystem")
-    p.add_argument("-n", "--enable-nssr", action="store_true", help="Enable NSSR")
-    p.add_argument("--admin-label", help="Admin label (4-256 ASCII characters)")
-    p = c.add(
-        "nvmf_delete_subsystem", "Delete a nvmf subsystem", lambda a: _opts(a, "nqn", "tgt_name")
-    )
-    p.add_argument("nqn", help="Subsystem NQN")
-    _tgt(p)
-
-    # rtgt extensions
-    p = c.add(
-        "nvmf_subsystem_pause",
-        "Pause a subsystem (or one namespace) on every poll group (rtgt)",
-        lambda a: _opts(a, "nqn", "nsid", "tgt_name"),
-    )
-    p.add_argument("nqn", help="Subsystem NQN")
-    p.add_argument("-n", "--nsid", type=int, help="Namespace to pause (default: whole subsystem)")
-    _tgt(p)
-    p = c.add(
-        "nvmf_subsystem_resume",
-        "Resume a paused subsystem (rtgt)",
-        lambda a: _opts(a, "nqn", "tgt_name"),
-    )
-    p.add_argument("nqn", help="Subsystem NQN")
-    _tgt(p)
-
-    # ----- nvmf: listeners -----
-    for name, help_, build in (
-        ("nvmf_subsystem_add_listener", "Add a listener to an NVMe-oF subsystem", _add_listener),
-        ("nvmf_subsystem_remove_listener", "Remove a listener from an NVMe-oF subsystem", _remove_listener),
-    ):
-        p = c.add(name, help_, build)
-        p.add_argument("nqn", help="Subsystem NQN ('discovery' for the discovery NQN)")
-        p.add_argument("-t", "--trtype", required=True, help="Transport type, e.g. rdma")
-        p.add_argument("-a", "--traddr", required=True, help="Transport address, e.g. an IP")
-        p.add_argument("-p", "--tgt-name", help="Parent NVMe-oF target name")
-        p.add_argument("-f", "--adrfam", help="Address family: ipv4, ipv6, ib, fc")
-        p.add_argument("-s", "--trsvcid", help="Service id, e.g. a port number")
-        if name == "nvmf_subsystem_add_listener":
-            p.add_argument("-k", "--secure-channel", action="store_true", help="Secure channel")
-            p.add_argument(
-                "-n", "--ana-state", choices=["optimized", "non_optimized", "inaccessible"]
+    _RUNS = {
+        "save_config": _run_save_config,
+        "load_config": _run_load_config,
+        "save_subsystem_config": _run_save_subsystem_config,
+        "load_subsystem_config": _run_load_subsystem_config,
+    }
+    printers = {"none": PRINT_NONE, "json": PRINT_JSON, "dict": PRINT_DICT}
+    for method in load_specs():
+        run = _RUNS.get(method["action"])
+        p = c.add(
+            method["name"],
+            method["help"],
+            (lambda a, m=method: build_params(m, a)) if run is None else None,
+            printers[method["prints"]],
+            run,
+        )
+        exclusive: Dict[str, Any] = {}
+        # argparse takes positionals in the order they are added: by position; the request's
+        # key order stays the spec's (build_params).
+        args = [a for a in method["args"] if not a.get("json_only")]
+        args.sort(key=lambda a: a.get("pos", len(args)))
+        for arg in args:
+            other = arg.get("conflicts") or next(
+                (x["key"] for x in method["args"] if x.get("conflicts") == arg["key"]), None
             )
-            p.add_argument("-S", "--sock-impl", help="Socket implementation")
-            p.add_argument("--numa-id", type=int, help="NUMA node (VFIOUSER)")
-
-    # ----- nvmf: namespaces -----
-    p = c.add("nvmf_subsystem_add_ns", "Add a namespace to an NVMe-oF subsystem", _add_ns, PRINT_JSON)
-    p.add_argument("nqn", help="Subsystem NQN")
-    p.add_argument("bdev_name", help="Name of the bdev to expose as a namespace")
-    _tgt(p)
-    p.add_argument("-p", "--ptpl-file", help="Persistent reservation file")
-    p.add_argument("-n", "--nsid", type=int, help="Namespace ID")
-    p.add_argument("-g", "--nguid", help="16-byte NGUID in hex")
-    p.add_argument("-e", "--eui64", help="8-byte EUI-64 in hex")
-    p.add_argument("-u", "--uuid", help="RFC 4122 UUID")
-    p.add_argument("-a", "--anagrpid", type=int, help="ANA group ID")
-    p.add_argument("-i", "--no-auto-visible", action="store_true", help="Not visible by default")
-    p = c.add(
-        "nvmf_subsystem_remove_ns",
-        "Remove a namespace from an NVMe-oF subsystem",
-        lambda a: _opts(a, "nqn", "nsid", "tgt_name"),
-    )
-    p.add_argument("nqn", help="Subsystem NQN")
-    p.add_argument("nsid", type=int, help="Namespace ID")
-    _tgt(p)
-
-    # ----- nvmf: hosts -----
-    p = c.add(
-        "nvmf_subsystem_add_host",
-        "Add a host to an NVMe-oF subsystem",
-        lambda a: _opts(a, "nqn", "host", "tgt_name", "psk", "dhchap_key", "dhchap_ctrlr_key"),
-    )
-    p.add_argument("nqn", help="Subsystem NQN")
-    p.add_argument("host", help="Host NQN to allow")
-    _tgt(p)
-    p.add_argument("--psk", help="TLS pre-shared key name (TCP)")
-    p.add_argument("--dhchap-key", help="DH-HMAC-CHAP key name")
-    p.add_argument("--dhchap-ctrlr-key", help="DH-HMAC-CHAP controller key name")
-    p = c.add(
-        "nvmf_subsystem_remove_host",
-        "Remove a host from an NVMe-oF subsystem",
-        lambda a: _opts(a, "nqn", "host", "tgt_name", "timeout_ms"),
-    )
-    p.add_argument("nqn", help="Subsystem NQN")
-    p.add_argument("host", help="Host NQN to remove")
-    _tgt(p)
-    p.add_argument("-T", "--timeout-ms", type=int, help="ms to wait for I/O to complete")
-    p = c.add(
-        "nvmf_subsystem_allow_any_host",
-        "Allow any host to connect to the subsystem",
-        lambda a: _opts(a, "nqn", "allow_any_host", "tgt_name"),
-    )
-    p.add_argument("nqn", help="Subsystem NQN")
-    p.add_argument(
-        "--allow-any-host", action=argparse.BooleanOptionalAction, required=True,
-        help="allow any host (--allow-any-host) or only the allowed list (--no-allow-any-host)",
-    )
-    _tgt(p)
-
-    # ----- nvmf: introspection -----
-    for name, help_ in (
-        ("nvmf_subsystem_get_controllers", "Display controllers of an NVMe-oF subsystem"),
-        ("nvmf_subsystem_get_qpairs", "Display queue pairs of an NVMe-oF subsystem"),
-        ("nvmf_subsystem_get_listeners", "Display listeners of an NVMe-oF subsystem"),
-    ):
-        p = c.add(name, help_, lambda a: _opts(a, "nqn", "tgt_name"), PRINT_DICT)
-        p.add_argument("nqn", help="Subsystem NQN")
-        _tgt(p)
+            target = p
+            if other is not None:
+                pair = tuple(sorted((arg["key"], other)))
+                target = exclusive.setdefault(pair, p.add_mutually_exclusive_group())
+            _add_arg(target, method, arg)
+        if method["name"] == "nvmf_create_transport":
+            p.add_argument(
+                "--opt",
+                action="append",
+                type=_key_value,
+                metavar="KEY=VALUE",
+                help="any transport-specific option (VALUE parsed as JSON, else a string); repeatable",
+            )
 
     # ----- any method -----
     p = c.add("call", "Call any method with raw JSON parameters (rtgt)", _raw_call, PRINT_DICT)

@@ -14,13 +14,13 @@
 
 use serde_json::Value;
 
-use super::{Rtgt, bdev, nvmf, options};
+use super::{TargetContext, bdev, keyring, nvmf};
 
 /// The configuration calls of subsystem `name` (one of [`super::framework::SUBSYSTEMS`]).
 /// With `with_batches`, groups SPDK emits as batches are nested arrays.
-pub fn subsystem_config(ctx: &Rtgt, name: &str, with_batches: bool) -> Vec<Value> {
+pub fn subsystem_config(ctx: &TargetContext, name: &str, with_batches: bool) -> Vec<Value> {
     match name {
-        "keyring" => options::keyring_config(ctx),
+        "keyring" => keyring::keyring_config(ctx),
         "bdev" => bdev::bdev_config(ctx),
         "nvmf" => nvmf::nvmf_config(ctx, with_batches),
         _ => Vec::new(),
@@ -29,7 +29,7 @@ pub fn subsystem_config(ctx: &Rtgt, name: &str, with_batches: bool) -> Vec<Value
 
 /// The whole `save_config` document, as rpc.py builds it from `framework_get_subsystems` and
 /// `framework_get_config`.
-pub fn save_config(ctx: &Rtgt) -> Value {
+pub fn save_config(ctx: &TargetContext) -> Value {
     let subsystems: Vec<Value> = super::framework::SUBSYSTEMS
         .iter()
         .map(|(name, _)| {

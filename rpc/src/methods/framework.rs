@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use target_core::reactor::format_cpumask;
 
-use super::{Rtgt, add, add_sync, config};
+use super::{TargetContext, add, add_sync, config};
 use crate::params::{Decode, no_params};
 use crate::{Methods, Params, RegisterError, RpcError, StateMask};
 
@@ -36,12 +36,12 @@ struct GetConfig {
     with_batches: bool,
 }
 
-pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
+pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterError> {
     add_sync(
         m,
         "framework_get_subsystems",
         StateMask::RUNTIME,
-        |p: Params<'_>, _: &Rtgt| {
+        |p: Params<'_>, _: &TargetContext| {
             no_params(&p, "'framework_get_subsystems' requires no arguments")?;
             Ok(SUBSYSTEMS
                 .iter()
@@ -55,7 +55,7 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
         "framework_get_config",
         StateMask::RUNTIME,
         Decode::Strict,
-        |a: GetConfig, ctx: Arc<Rtgt>| async move {
+        |a: GetConfig, ctx: Arc<TargetContext>| async move {
             if !is_subsystem(&a.name) {
                 return Err(RpcError::invalid_params(format!(
                     "Subsystem '{}' not found",
@@ -70,7 +70,7 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
         m,
         "framework_get_reactors",
         StateMask::RUNTIME,
-        |p: Params<'_>, ctx: &Rtgt| {
+        |p: Params<'_>, ctx: &TargetContext| {
             no_params(&p, "`framework_get_reactors` requires no arguments")?;
             Ok(reactors(ctx))
         },
@@ -81,7 +81,7 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
 /// SPDK's `framework_get_reactors` shape over [`target_core::reactor::Reactors::info`]. Times
 /// are in nanoseconds (`tick_rate` 10^9). Each reactor hosts one poll group, shown as its one
 /// lightweight thread; rtgt adds `sleeps`, `messages` and `pollers`.
-fn reactors(ctx: &Rtgt) -> Value {
+fn reactors(ctx: &TargetContext) -> Value {
     let list: Vec<Value> = ctx
         .target()
         .reactors()

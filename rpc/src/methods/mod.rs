@@ -2,19 +2,19 @@
 //! [`target_core::target::Target`], plus the option setters that stock SPDK configurations
 //! contain, and the `save_config` / `--json` machinery.
 //!
-//! One file per area: [`framework`] (subsystem list, config dump, reactors), [`options`] (the
-//! setters of SPDK subsystems rtgt does not have, accepted only with SPDK's defaults, and the
-//! keyring), [`bdev`], [`nvmf`], [`config`]
+//! One file per area: [`framework`] (subsystem list, config dump, reactors), [`setters`] (the
+//! setters of SPDK subsystems rtgt does not have, accepted only with SPDK's defaults),
+//! [`keyring`], [`bdev`], [`nvmf`], [`config`]
 //! (what `framework_get_config` prints for each subsystem) and [`load`] (applying a saved
 //! configuration, as `rtgt serve --json` does).
 //!
 //! ```no_run
 //! # async fn demo(target: std::sync::Arc<target_core::target::Target>) -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use rpc::methods::Rtgt;
+//! use rpc::methods::TargetContext;
 //! use rpc::{CoreHooks, Methods, RpcState, StateHandle};
 //!
-//! let mut m = Methods::from_arc(Arc::new(Rtgt::new(target)), StateHandle::new(RpcState::Runtime));
+//! let mut m = Methods::from_arc(Arc::new(TargetContext::new(target)), StateHandle::new(RpcState::Runtime));
 //! m.register_core(CoreHooks::new())?;
 //! rpc::methods::register(&mut m)?;
 //! let table = m.build();
@@ -25,11 +25,12 @@
 pub mod bdev;
 pub mod config;
 pub mod framework;
+pub mod keyring;
 pub mod load;
 pub mod nvmf;
-pub mod options;
+pub mod setters;
+pub mod specs;
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -51,35 +52,25 @@ pub const DEFAULT_DMRSL: u32 = 2_097_152;
 /// SPDK's default Write Zeroes size limit (`wzsl`, 2^n × MPSMIN), likewise.
 pub const DEFAULT_WZSL: u8 = 12;
 
-/// Subsystem options SPDK keeps that rtgt's subsystem model has no field for. They are
-/// recorded here so that `nvmf_get_subsystems` and `save_config` show what was asked for.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SubsystemExtras {
-    /// Administrative label (informational, as in SPDK).
-    pub admin_label: Option<String>,
-}
-
 /// The context every storage method runs with: the target, plus what the RPC layer records
-/// on its behalf (keyring entries, subsystem options the core does not model).
-pub struct Rtgt {
+/// on its behalf (keyring entries).
+pub struct TargetContext {
     target: Arc<Target>,
-    pub(crate) keys: Mutex<Vec<options::KeyEntry>>,
-    pub(crate) extras: Mutex<HashMap<String, SubsystemExtras>>,
+    pub(crate) keys: Mutex<Vec<keyring::KeyEntry>>,
 }
 
-impl std::fmt::Debug for Rtgt {
+impl std::fmt::Debug for TargetContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Rtgt").finish_non_exhaustive()
+        f.debug_struct("TargetContext").finish_non_exhaustive()
     }
 }
 
-impl Rtgt {
+impl TargetContext {
     /// A context over a started target.
     pub fn new(target: Arc<Target>) -> Self {
         Self {
             target,
             keys: Mutex::new(Vec::new()),
-            extras: Mutex::new(HashMap::new()),
         }
     }
 
@@ -87,18 +78,14 @@ impl Rtgt {
     pub fn target(&self) -> &Arc<Target> {
         &self.target
     }
-
-    /// The recorded extra options of a subsystem (defaults when none were recorded).
-    pub fn extras(&self, nqn: &str) -> SubsystemExtras {
-        self.extras.lock().get(nqn).cloned().unwrap_or_default()
-    }
 }
 
 /// Registers every storage and framework method (everything but the core methods of
 /// [`Methods::register_core`], which the daemon registers with its hooks).
-pub fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
+pub fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterError> {
     framework::register(m)?;
-    options::register(m)?;
+    setters::register(m)?;
+    keyring::register(m)?;
     bdev::register(m)?;
     nvmf::register(m)?;
     Ok(())
@@ -107,7 +94,7 @@ pub fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
 /// Registers a typed asynchronous method whose errors are logged with the method name. Every
 /// storage method goes through here, so handlers stay small and uniform.
 pub(crate) fn add<P, R, F, Fut>(
-    m: &mut Methods<Rtgt>,
+    m: &mut Methods<TargetContext>,
     name: &'static str,
     mask: StateMask,
     decode: Decode,
@@ -116,31 +103,60 @@ pub(crate) fn add<P, R, F, Fut>(
 where
     P: DeserializeOwned + Send + 'static,
     R: Serialize + 'static,
-    F: Fn(P, Arc<Rtgt>) -> Fut + Clone + Send + Sync + 'static,
+    F: Fn(P, Arc<TargetContext>) -> Fut + Clone + Send + Sync + 'static,
     Fut: Future<Output = RpcResult<R>> + Send + 'static,
 {
-    m.register_typed_async(name, mask, decode, move |p: P, ctx: Arc<Rtgt>| {
-        let fut = f(p, ctx);
-        async move { fut.await.inspect_err(|e| log_failure(name, e)) }
-    })?;
+    crate::request_check::record_fields::<P>(name);
+    m.register_async(
+        name,
+        mask,
+        move |p: crate::Params<'static>, ctx: Arc<TargetContext>| {
+            let decoded =
+                check_spec(name, decode, &p).and_then(|()| Ok(crate::params::decode(&p, decode)?));
+            let f = f.clone();
+            async move {
+                let r = match decoded {
+                    Ok(a) => f(a, ctx).await,
+                    Err(e) => Err(e),
+                };
+                r.inspect_err(|e| log_failure(name, e))
+            }
+        },
+    )?;
     Ok(())
+}
+
+/// Checks `p` against the spec of method `name` ([`specs`]) with decode rule `decode`:
+/// unknown keys (top-level ones ignored when relaxed), JSON types, required keys. A failure is
+/// the canned error of the rule.
+pub(crate) fn check_spec(name: &str, decode: Decode, p: &crate::Params<'_>) -> RpcResult<()> {
+    match specs::find(name) {
+        Some(spec) => crate::request_check::check_request(p, spec, decode).map(|_| ()),
+        None => Ok(()),
+    }
 }
 
 /// Registers a synchronous method (one that never waits) whose errors are logged with the
 /// method name.
 pub(crate) fn add_sync<R, F>(
-    m: &mut Methods<Rtgt>,
+    m: &mut Methods<TargetContext>,
     name: &'static str,
     mask: StateMask,
     f: F,
 ) -> Result<(), RegisterError>
 where
     R: Serialize + 'static,
-    F: Fn(crate::Params<'_>, &Rtgt) -> RpcResult<R> + Send + Sync + 'static,
+    F: Fn(crate::Params<'_>, &TargetContext) -> RpcResult<R> + Send + Sync + 'static,
 {
-    m.register(name, mask, move |p: crate::Params<'_>, ctx: &Rtgt| {
-        f(p, ctx).inspect_err(|e| log_failure(name, e))
-    })?;
+    m.register(
+        name,
+        mask,
+        move |p: crate::Params<'_>, ctx: &TargetContext| {
+            check_spec(name, Decode::Strict, &p)
+                .and_then(|()| f(p, ctx))
+                .inspect_err(|e| log_failure(name, e))
+        },
+    )?;
     Ok(())
 }
 
@@ -222,95 +238,10 @@ pub(crate) fn parse_hex<const N: usize>(s: &str) -> Option<[u8; N]> {
     Some(out)
 }
 
-/// The JSON type a parameter must have (for methods whose parameters are checked against a
-/// table rather than a struct: the option setters and the transport options).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// `true` / `false`.
-    Bool,
-    /// Unsigned integer that fits in the given number of bits.
-    Uint(u32),
-    /// Signed 32-bit integer.
-    I32,
-    /// String.
-    Str,
-    /// Array of strings.
-    StrList,
-    /// Any JSON object.
-    Object,
-    /// An object of booleans with these names.
-    Flags(&'static [&'static str]),
-}
-
-/// One parameter of a table-checked method.
-#[derive(Debug, Clone, Copy)]
-pub struct Param {
-    /// Its name.
-    pub name: &'static str,
-    /// Its type.
-    pub kind: Kind,
-    /// Whether it must be present.
-    pub required: bool,
-}
-
-/// An optional parameter.
-pub(crate) const fn opt(name: &'static str, kind: Kind) -> Param {
-    Param {
-        name,
-        kind,
-        required: false,
-    }
-}
-
-/// A required parameter.
-pub(crate) const fn req(name: &'static str, kind: Kind) -> Param {
-    Param {
-        name,
-        kind,
-        required: true,
-    }
-}
-
-pub(crate) fn kind_ok(kind: Kind, v: &Value) -> bool {
-    match kind {
-        Kind::Bool => v.is_boolean(),
-        Kind::Uint(bits) => v.as_u64().is_some_and(|n| bits >= 64 || n < (1u64 << bits)),
-        Kind::I32 => v.as_i64().is_some_and(|n| i32::try_from(n).is_ok()),
-        Kind::Str => v.is_string(),
-        Kind::StrList => v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
-        Kind::Object => v.is_object(),
-        Kind::Flags(names) => v.as_object().is_some_and(|o| {
-            o.iter()
-                .all(|(k, b)| names.contains(&k.as_str()) && b.is_boolean())
-        }),
-    }
-}
-
-/// Checks a params object against a table. Unknown keys are an error unless `relaxed`.
-/// Returns the reason for logs; callers turn it into their method's error.
-pub(crate) fn check_params(
-    params: &Map<String, Value>,
-    table: &[Param],
-    relaxed: bool,
-) -> Result<(), String> {
-    for (k, v) in params {
-        match table.iter().find(|p| p.name == k) {
-            Some(p) if !kind_ok(p.kind, v) => {
-                return Err(format!("parameter '{k}' must be {:?}, not {v}", p.kind));
-            }
-            Some(_) => {}
-            None if relaxed => {}
-            None => return Err(format!("unknown parameter '{k}'")),
-        }
-    }
-    if let Some(p) = table
-        .iter()
-        .find(|p| p.required && !params.contains_key(p.name))
-    {
-        return Err(format!("missing parameter '{}'", p.name));
-    }
-    Ok(())
-}
+/// The JSON types and parameter tables of the methods whose parameters are checked against a
+/// table rather than a struct (the option setters, the transport options): the method spec's.
+pub use rpc_spec::{JsonType, Param};
+pub(crate) use rpc_spec::{check_params, opt};
 
 /// Decodes `params` as a JSON object (absent = `{}`), with the decode error of `flavor`.
 pub(crate) fn params_object(
@@ -328,7 +259,6 @@ pub(crate) fn params_object(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
     fn hex_round_trips() {
@@ -341,21 +271,7 @@ mod tests {
     }
 
     #[test]
-    fn table_checks() {
-        let t = [
-            req("name", Kind::Str),
-            opt("n", Kind::Uint(16)),
-            opt("f", Kind::Flags(&["a"])),
-        ];
-        let m = |v: Value| v.as_object().unwrap().clone();
-        assert!(check_params(&m(json!({"name":"x","n":65535})), &t, false).is_ok());
-        assert!(check_params(&m(json!({"name":"x","n":65536})), &t, false).is_err());
-        assert!(check_params(&m(json!({"name":"x","n":-1})), &t, false).is_err());
-        assert!(check_params(&m(json!({"n":1})), &t, false).is_err());
-        assert!(check_params(&m(json!({"name":"x","zz":1})), &t, false).is_err());
-        assert!(check_params(&m(json!({"name":"x","zz":1})), &t, true).is_ok());
-        assert!(check_params(&m(json!({"name":"x","f":{"a":true}})), &t, false).is_ok());
-        assert!(check_params(&m(json!({"name":"x","f":{"b":true}})), &t, false).is_err());
+    fn tgt_names_and_uuids() {
         assert!(check_tgt(&Some("nvmf_tgt".into())).is_ok());
         assert_eq!(check_tgt(&Some("x".into())).unwrap_err().code, -32602);
         assert!(parse_uuid("11111111-2222-3333-4444-555555555555").is_some());

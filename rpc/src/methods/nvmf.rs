@@ -12,61 +12,39 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use target_core::reactor::{format_cpumask, parse_cpumask};
-use target_core::registry::TransportParams;
+use target_core::registry::{
+    self, COMMON_TRANSPORT_OPTIONS, TransportAttrs, TransportOps, TransportParams,
+};
 use target_core::target::{
     AdrFam, CoreError, DISCOVERY_NQN, ListenAddr, NsParams, Subsystem, SubsystemParams,
-    SubsystemType, format_srp_port_id, parse_srp_port_id, validate_ascii_field, validate_nqn,
+    SubsystemType, validate_ascii_field, validate_nqn,
 };
 
 use super::{
-    DEFAULT_DMRSL, DEFAULT_WZSL, Kind, Param, Rtgt, SubsystemExtras, add, check_params, check_tgt,
-    hex_upper, internal, invalid, not_supported, nvmf_err, opt, parse_hex, parse_uuid, req,
+    DEFAULT_DMRSL, DEFAULT_WZSL, Param, TargetContext, add, check_params, check_tgt, hex_upper,
+    internal, invalid, not_supported, nvmf_err, opt, parse_hex, parse_uuid,
 };
 use crate::params::Decode;
 use crate::{Methods, RegisterError, RpcError, RpcResult, StateMask};
 
-const U16: Kind = Kind::Uint(16);
-const U32: Kind = Kind::Uint(32);
-
-/// The options of `nvmf_create_transport` every rpc.py version may send, with their types.
-/// The keys listed here must have the right type; every key then goes to the transport, which
-/// owns its options (e.g. SRP's) and refuses those it does not use (`-32602`).
-pub const TRANSPORT_OPTIONS: &[Param] = &[
-    req("trtype", Kind::Str),
-    opt("tgt_name", Kind::Str),
-    opt("max_queue_depth", U16),
-    opt("max_io_qpairs_per_ctrlr", U16),
-    opt("in_capsule_data_size", U32),
-    opt("max_io_size", U32),
-    opt("io_unit_size", U32),
-    opt("max_aq_depth", U32),
-    opt("num_shared_buffers", U32),
-    opt("buf_cache_size", U32),
-    opt("iobuf_small_cache_size", U32),
-    opt("iobuf_large_cache_size", U32),
-    opt("zcopy", Kind::Bool),
-    opt("num_cqe", Kind::I32),
-    opt("max_srq_depth", U32),
-    opt("no_srq", Kind::Bool),
-    opt("c2h_success", Kind::Bool),
-    opt("dif_insert_or_strip", Kind::Bool),
-    opt("sock_priority", U32),
-    opt("acceptor_backlog", Kind::I32),
-    opt("abort_timeout_sec", U32),
-    opt("no_wr_batching", Kind::Bool),
-    opt("control_msg_num", U16),
-    opt("disable_mappable_bar0", Kind::Bool),
-    opt("disable_adaptive_irq", Kind::Bool),
-    opt("disable_shadow_doorbells", Kind::Bool),
-    opt("acceptor_poll_rate", U32),
-    opt("ack_timeout", U32),
-    opt("data_wr_pool_size", U32),
-    opt("disable_command_passthru", Kind::Bool),
-    opt("kas", U16),
-    opt("min_kato", U32),
-    opt("masked_oncs", Kind::StrList),
-    opt("masked_fuses", Kind::StrList),
-];
+/// The JSON types of the `nvmf_create_transport` options of transport `trtype`: the ones
+/// every transport shares, the transport's own ([`TransportOps::options`]), then the other
+/// keys of the method's spec (rpc.py's options). Other keys go to the transport unchecked, and
+/// it refuses those it does not use (`-32602`).
+pub fn transport_options(trtype: &str) -> Vec<Param> {
+    let mut table = COMMON_TRANSPORT_OPTIONS.to_vec();
+    let own = registry::find(trtype).map_or(&[][..], |ops| ops.options);
+    let spec = super::specs::find("nvmf_create_transport")
+        .map(|s| crate::request_check::request_params(s).0)
+        .unwrap_or_default();
+    let more = own.iter().map(|a| opt(a.name, a.kind)).chain(spec);
+    for p in more {
+        if !table.iter().any(|t| t.name == p.name) {
+            table.push(opt(p.name, p.kind));
+        }
+    }
+    table
+}
 
 /// The admin commands `nvmf_set_config` may pass through (the CLI offers the same names).
 pub const PASSTHRU: &[&str] = &[
@@ -79,16 +57,6 @@ pub const PASSTHRU: &[&str] = &[
     "fw_update",
     "nvme_mi",
     "vendor_specific",
-];
-
-const SET_CONFIG: &[Param] = &[
-    opt("admin_cmd_passthru", Kind::Flags(PASSTHRU)),
-    opt("poll_groups_mask", Kind::Str),
-    opt("discovery_filter", Kind::Str),
-    opt("discovery_filters", Kind::StrList),
-    opt("dhchap_digests", Kind::StrList),
-    opt("dhchap_dhgroups", Kind::StrList),
-    opt("dup_host_policy", Kind::Str),
 ];
 
 /// Every DH-HMAC-CHAP digest SPDK knows (its default list).
@@ -137,9 +105,6 @@ struct CreateSubsystem {
     passthrough: bool,
     #[serde(default)]
     enable_nssr: bool,
-    /// rtgt: the SRP target port id (`0x` + 32 hex digits, or `id_ext:ioc_guid`); derived
-    /// from the NQN when absent.
-    srp_port_id: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -192,9 +157,12 @@ struct AddListener {
     #[serde(default)]
     secure_channel: bool,
     ana_state: Option<String>,
-    sock_impl: Option<String>,
     numa_id: Option<i32>,
 }
+
+/// SPDK's listener parameter that belongs to a transport (TCP's socket implementation): it is
+/// stored as a listener attribute when the listener's transport declares it, refused otherwise.
+pub const SPDK_LISTENER_ATTRS: &[&str] = &["sock_impl"];
 
 #[derive(Deserialize)]
 struct RemoveListener {
@@ -283,17 +251,34 @@ struct Pause {
 
 // ----- registration -----
 
-pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
+pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterError> {
     use Decode::{Relaxed, Strict};
     const R: StateMask = StateMask::RUNTIME;
     const S: StateMask = StateMask::STARTUP;
 
     m.register_async("nvmf_create_transport", R, create_transport)?;
     add(m, "nvmf_get_transports", R, Strict, get_transports)?;
-    add(m, "nvmf_create_subsystem", R, Strict, create_subsystem)?;
+    crate::request_check::record_fields::<CreateSubsystem>("nvmf_create_subsystem");
+    m.register_async("nvmf_create_subsystem", R, |p, ctx| async move {
+        let r = super::check_spec("nvmf_create_subsystem", Strict, &p)
+            .and_then(|()| create_subsystem_params(&p));
+        let r = match r {
+            Ok((a, attrs)) => create_subsystem(a, attrs, ctx).await,
+            Err(e) => Err(e),
+        };
+        r.inspect_err(|e| super::log_failure("nvmf_create_subsystem", e))
+    })?;
     add(m, "nvmf_delete_subsystem", R, Strict, delete_subsystem)?;
     add(m, "nvmf_get_subsystems", R, Strict, get_subsystems)?;
-    add(m, "nvmf_subsystem_add_listener", R, Relaxed, add_listener)?;
+    crate::request_check::record_fields::<AddListener>("nvmf_subsystem_add_listener");
+    m.register_async("nvmf_subsystem_add_listener", R, |p, ctx| async move {
+        let checked = super::check_spec("nvmf_subsystem_add_listener", Relaxed, &p);
+        let r = match checked.and_then(|()| add_listener_params(&p)) {
+            Ok((a, attrs)) => add_listener(a, attrs, ctx).await,
+            Err(e) => Err(e),
+        };
+        r.inspect_err(|e| super::log_failure("nvmf_subsystem_add_listener", e))
+    })?;
     add(
         m,
         "nvmf_subsystem_remove_listener",
@@ -330,7 +315,7 @@ pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
     Ok(())
 }
 
-fn subsystem(ctx: &Rtgt, nqn: &str) -> RpcResult<Arc<Subsystem>> {
+fn subsystem(ctx: &TargetContext, nqn: &str) -> RpcResult<Arc<Subsystem>> {
     ctx.target()
         .subsystem(nqn)
         .ok_or_else(|| RpcError::invalid_params(format!("Subsystem with NQN '{nqn}' not found")))
@@ -338,14 +323,21 @@ fn subsystem(ctx: &Rtgt, nqn: &str) -> RpcResult<Arc<Subsystem>> {
 
 // ----- transports -----
 
-async fn create_transport(p: crate::Params<'static>, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn create_transport(p: crate::Params<'static>, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     let r = create_transport_inner(p, ctx).await;
     r.inspect_err(|e| super::log_failure("nvmf_create_transport", e))
 }
 
-async fn create_transport_inner(p: crate::Params<'static>, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn create_transport_inner(
+    p: crate::Params<'static>,
+    ctx: Arc<TargetContext>,
+) -> RpcResult<bool> {
     let mut opts = super::params_object(&p, crate::params::DecodeFlavor::InvalidParams)?;
-    check_params(&opts, TRANSPORT_OPTIONS, true).map_err(|why| {
+    let trtype = opts
+        .get("trtype")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    check_params(&opts, &transport_options(trtype), true).map_err(|why| {
         tracing::warn!("nvmf_create_transport: {why}");
         RpcError::invalid_params(format!("Invalid parameters: {why}"))
     })?;
@@ -370,7 +362,7 @@ async fn create_transport_inner(p: crate::Params<'static>, ctx: Arc<Rtgt>) -> Rp
     Ok(true)
 }
 
-async fn get_transports(a: GetTransports, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+async fn get_transports(a: GetTransports, ctx: Arc<TargetContext>) -> RpcResult<Vec<Value>> {
     check_tgt(&a.tgt_name)?;
     let t = ctx.target();
     match a.trtype {
@@ -391,7 +383,28 @@ async fn get_transports(a: GetTransports, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value
 
 // ----- subsystems -----
 
-async fn create_subsystem(a: CreateSubsystem, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+/// Splits `nvmf_create_subsystem`'s parameters: the subsystem attributes transports declare
+/// ([`TransportOps::subsystem_attrs`]), validated into their canonical form, and SPDK's
+/// parameters, decoded strictly.
+fn create_subsystem_params(p: &crate::Params<'_>) -> RpcResult<(CreateSubsystem, TransportAttrs)> {
+    let mut given = super::params_object(p, crate::params::DecodeFlavor::InvalidParams)?;
+    let mut attrs = TransportAttrs::new();
+    for attr in registry::subsystem_attrs() {
+        if let Some(v) = given.remove(attr.name) {
+            let canonical = attr.validate(&v).map_err(RpcError::invalid_params)?;
+            attrs.insert(attr.name.into(), canonical);
+        }
+    }
+    let rest = Value::Object(given).to_string();
+    let a = crate::params::strict(&crate::Params::new(Some(&rest)))?;
+    Ok((a, attrs))
+}
+
+async fn create_subsystem(
+    a: CreateSubsystem,
+    transport_attrs: TransportAttrs,
+    ctx: Arc<TargetContext>,
+) -> RpcResult<bool> {
     if let Some(n) = &a.tgt_name
         && n != super::DEFAULT_TGT_NAME
     {
@@ -451,28 +464,16 @@ async fn create_subsystem(a: CreateSubsystem, ctx: Arc<Rtgt>) -> RpcResult<bool>
         )));
     }
     let mut p = SubsystemParams::new(&a.nqn);
-    if let Some(id) = &a.srp_port_id {
-        p.srp_port_id = Some(parse_srp_port_id(id).ok_or_else(|| {
-            RpcError::invalid_params(format!(
-                "Invalid srp_port_id '{}' (0x + 32 hex digits, or id_ext:ioc_guid)",
-                id.escape_default()
-            ))
-        })?);
-    }
+    p.transport_attrs = transport_attrs;
+    p.admin_label = a.admin_label;
     p.serial = a.serial_number;
     p.model = a.model_number;
     p.max_namespaces = a.max_namespaces;
     p.allow_any_host = a.allow_any_host;
     p.min_cntlid = min;
     p.max_cntlid = max;
-    let extras = SubsystemExtras {
-        admin_label: a.admin_label,
-    };
     match ctx.target().create_subsystem(p).await {
-        Ok(_) => {
-            ctx.extras.lock().insert(a.nqn, extras);
-            Ok(true)
-        }
+        Ok(_) => Ok(true),
         Err(CoreError::Exists(m) | CoreError::NoResources(m) | CoreError::Invalid(m)) => {
             Err(RpcError::internal(m))
         }
@@ -480,7 +481,7 @@ async fn create_subsystem(a: CreateSubsystem, ctx: Arc<Rtgt>) -> RpcResult<bool>
     }
 }
 
-async fn delete_subsystem(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn delete_subsystem(a: Nqn, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     if a.nqn == DISCOVERY_NQN {
@@ -492,7 +493,6 @@ async fn delete_subsystem(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<bool> {
         .delete_subsystem(&a.nqn)
         .await
         .map_err(nvmf_err)?;
-    ctx.extras.lock().remove(&a.nqn);
     Ok(true)
 }
 
@@ -507,7 +507,7 @@ pub(crate) fn address_json(a: &ListenAddr) -> Value {
 }
 
 /// One `nvmf_get_subsystems` entry in SPDK's shape, plus the subsystem's `state`.
-pub(crate) fn subsystem_json(ctx: &Rtgt, sub: &Subsystem) -> Value {
+pub(crate) fn subsystem_json(sub: &Subsystem) -> Value {
     let c = sub.config();
     let mut o = Map::new();
     o.insert("nqn".into(), json!(sub.nqn()));
@@ -529,14 +529,18 @@ pub(crate) fn subsystem_json(ctx: &Rtgt, sub: &Subsystem) -> Value {
         Value::Array(c.hosts.iter().map(|h| json!({"nqn": h})).collect()),
     );
     if sub.kind() == SubsystemType::Nvme {
-        let x = ctx.extras(sub.nqn());
         o.insert("serial_number".into(), json!(c.serial));
         o.insert("model_number".into(), json!(c.model));
-        o.insert(
-            "srp_port_id".into(),
-            json!(format_srp_port_id(sub.srp_port_id())),
-        );
-        if let Some(l) = &x.admin_label {
+        for attr in registry::subsystem_attrs() {
+            let shown = match c.transport_attrs.get(attr.name) {
+                Some(v) => Some(v.clone()),
+                None => attr.shown_unset.map(|f| f(sub.nqn())),
+            };
+            if let Some(v) = shown {
+                o.insert(attr.name.into(), v);
+            }
+        }
+        if let Some(l) = &c.admin_label {
             o.insert("admin_label".into(), json!(l));
         }
         if c.max_namespaces != 0 {
@@ -574,34 +578,63 @@ pub(crate) fn subsystem_json(ctx: &Rtgt, sub: &Subsystem) -> Value {
     Value::Object(o)
 }
 
-async fn get_subsystems(a: GetSubsystems, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+async fn get_subsystems(a: GetSubsystems, ctx: Arc<TargetContext>) -> RpcResult<Vec<Value>> {
     check_tgt(&a.tgt_name)?;
     match a.nqn {
         Some(nqn) => {
             let sub = subsystem(&ctx, &nqn)?;
-            Ok(vec![subsystem_json(&ctx, &sub)])
+            Ok(vec![subsystem_json(&sub)])
         }
         None => Ok(ctx
             .target()
             .subsystems()
             .iter()
-            .map(|s| subsystem_json(&ctx, s))
+            .map(|s| subsystem_json(s))
             .collect()),
     }
 }
 
 // ----- listeners -----
 
-async fn add_listener(a: AddListener, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+/// Splits `nvmf_subsystem_add_listener`'s parameters: SPDK's, decoded relaxed (unknown
+/// top-level keys are ignored, as SPDK does), and the listener attributes transports declare
+/// ([`TransportOps::listener_attrs`]), kept raw until the transport is known.
+fn add_listener_params(p: &crate::Params<'_>) -> RpcResult<(AddListener, TransportAttrs)> {
+    let given = super::params_object(p, crate::params::DecodeFlavor::InvalidParams)?;
+    let attrs = given
+        .into_iter()
+        .filter(|(k, _)| SPDK_LISTENER_ATTRS.contains(&k.as_str()) || registry::is_listener_attr(k))
+        .collect();
+    let a = crate::params::relaxed(p)?;
+    Ok((a, attrs))
+}
+
+/// Validates the listener attributes given for a listener of transport `trtype`: each must be
+/// one the transport declares.
+fn listener_attrs(trtype: &str, given: TransportAttrs) -> RpcResult<TransportAttrs> {
+    let declared: &[_] = registry::find(trtype).map_or(&[], |t: &TransportOps| t.listener_attrs);
+    let mut attrs = TransportAttrs::new();
+    for (k, v) in given {
+        let Some(attr) = declared.iter().find(|a| a.name == k) else {
+            return Err(not_supported(
+                format_args!("{k} {v}"),
+                &format!("{trtype} listeners have no attribute '{k}'"),
+            ));
+        };
+        attrs.insert(k, attr.validate(&v).map_err(RpcError::invalid_params)?);
+    }
+    Ok(attrs)
+}
+
+async fn add_listener(
+    a: AddListener,
+    attrs: TransportAttrs,
+    ctx: Arc<TargetContext>,
+) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     let sub = subsystem(&ctx, &a.nqn)?;
-    let addr = a.listen_address.to_listen_addr()?;
-    if let Some(i) = &a.sock_impl {
-        return Err(not_supported(
-            format_args!("sock_impl '{}'", i.escape_default()),
-            "only TCP listeners have a socket implementation, and rtgt's are RDMA and SRP",
-        ));
-    }
+    let mut addr = a.listen_address.to_listen_addr()?;
+    addr.attrs = listener_attrs(&addr.trtype, attrs)?;
     if let Some(n) = a.numa_id.filter(|n| *n != -1) {
         return Err(not_supported(
             format_args!("numa_id {n}"),
@@ -637,7 +670,7 @@ async fn add_listener(a: AddListener, ctx: Arc<Rtgt>) -> RpcResult<bool> {
     Ok(true)
 }
 
-async fn remove_listener(a: RemoveListener, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn remove_listener(a: RemoveListener, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     let addr = a.listen_address.to_listen_addr()?;
@@ -648,7 +681,7 @@ async fn remove_listener(a: RemoveListener, ctx: Arc<Rtgt>) -> RpcResult<bool> {
     Ok(true)
 }
 
-async fn get_listeners(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+async fn get_listeners(a: Nqn, ctx: Arc<TargetContext>) -> RpcResult<Vec<Value>> {
     check_tgt(&a.tgt_name)?;
     let sub = subsystem(&ctx, &a.nqn)?;
     let c = sub.config();
@@ -656,6 +689,9 @@ async fn get_listeners(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
         .iter()
         .map(|l| {
             let mut v = json!({"address": address_json(l)});
+            if let Some(o) = v.as_object_mut() {
+                o.extend(l.attrs.clone());
+            }
             if c.ana_reporting
                 && let Some(o) = v.as_object_mut()
             {
@@ -671,7 +707,7 @@ async fn get_listeners(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
 
 // ----- namespaces -----
 
-async fn add_ns(a: AddNs, ctx: Arc<Rtgt>) -> RpcResult<u32> {
+async fn add_ns(a: AddNs, ctx: Arc<TargetContext>) -> RpcResult<u32> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     let n = a.namespace;
@@ -734,7 +770,7 @@ async fn add_ns(a: AddNs, ctx: Arc<Rtgt>) -> RpcResult<u32> {
     Ok(nsid)
 }
 
-async fn remove_ns(a: RemoveNs, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn remove_ns(a: RemoveNs, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     ctx.target()
@@ -746,7 +782,7 @@ async fn remove_ns(a: RemoveNs, ctx: Arc<Rtgt>) -> RpcResult<bool> {
 
 // ----- hosts -----
 
-async fn add_host(a: AddHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn add_host(a: AddHost, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     if let Some(psk) = &a.psk {
@@ -756,7 +792,7 @@ async fn add_host(a: AddHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
         )));
     }
     for key in [&a.dhchap_key, &a.dhchap_ctrlr_key].into_iter().flatten() {
-        if !super::options::key_exists(&ctx, key) {
+        if !super::keyring::key_exists(&ctx, key) {
             return Err(RpcError::invalid_params(format!(
                 "Key '{key}' does not exist"
             )));
@@ -777,7 +813,7 @@ async fn add_host(a: AddHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
     Ok(true)
 }
 
-async fn remove_host(a: RemoveHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn remove_host(a: RemoveHost, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     let fut = ctx.target().remove_host(&a.nqn, &a.host);
@@ -791,7 +827,7 @@ async fn remove_host(a: RemoveHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
     Ok(true)
 }
 
-async fn allow_any_host(a: AllowAnyHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn allow_any_host(a: AllowAnyHost, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     ctx.target()
@@ -803,7 +839,7 @@ async fn allow_any_host(a: AllowAnyHost, ctx: Arc<Rtgt>) -> RpcResult<bool> {
 
 // ----- introspection -----
 
-async fn get_controllers(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+async fn get_controllers(a: Nqn, ctx: Arc<TargetContext>) -> RpcResult<Vec<Value>> {
     check_tgt(&a.tgt_name)?;
     let sub = subsystem(&ctx, &a.nqn)?;
     Ok(sub
@@ -822,13 +858,13 @@ async fn get_controllers(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
         .collect())
 }
 
-async fn get_qpairs(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<Vec<Value>> {
+async fn get_qpairs(a: Nqn, ctx: Arc<TargetContext>) -> RpcResult<Vec<Value>> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     ctx.target().qpairs(&a.nqn).await.map_err(nvmf_err)
 }
 
-async fn get_stats(a: TgtOnly, ctx: Arc<Rtgt>) -> RpcResult<Value> {
+async fn get_stats(a: TgtOnly, ctx: Arc<TargetContext>) -> RpcResult<Value> {
     if a.tgt_name
         .as_deref()
         .is_some_and(|n| n != super::DEFAULT_TGT_NAME)
@@ -840,7 +876,7 @@ async fn get_stats(a: TgtOnly, ctx: Arc<Rtgt>) -> RpcResult<Value> {
 
 // ----- pause / resume (rtgt extensions) -----
 
-async fn pause(a: Pause, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn pause(a: Pause, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     if a.nsid == Some(0) {
@@ -852,7 +888,7 @@ async fn pause(a: Pause, ctx: Arc<Rtgt>) -> RpcResult<bool> {
     Ok(true)
 }
 
-async fn resume(a: Nqn, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn resume(a: Nqn, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
     ctx.target().resume(&a.nqn).await.map_err(nvmf_err)?;
@@ -877,7 +913,7 @@ pub(crate) fn default_nvmf_config() -> Map<String, Value> {
 }
 
 /// The effective `nvmf_set_config` parameters, in the order save_config prints them.
-pub(crate) fn effective_nvmf_config(ctx: &Rtgt) -> Map<String, Value> {
+pub(crate) fn effective_nvmf_config(ctx: &TargetContext) -> Map<String, Value> {
     let set = ctx.target().settings().nvmf_config;
     let mut out = Map::new();
     let defaults = default_nvmf_config();
@@ -908,17 +944,18 @@ fn list_within(v: &Value, allowed: &[&str], what: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn set_config(p: crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
+fn set_config(p: crate::Params<'_>, ctx: &TargetContext) -> RpcResult<bool> {
     set_config_inner(&p, ctx).inspect_err(|e| super::log_failure("nvmf_set_config", e))
 }
 
-fn set_config_inner(p: &crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
+fn set_config_inner(p: &crate::Params<'_>, ctx: &TargetContext) -> RpcResult<bool> {
     let given = super::params_object(p, crate::params::DecodeFlavor::InvalidParams)?;
     let bad = |why: String| {
         tracing::warn!("nvmf_set_config: {why}");
         RpcError::invalid_params(format!("Invalid parameters: {why}"))
     };
-    check_params(&given, SET_CONFIG, false).map_err(bad)?;
+    let spec = super::specs::find("nvmf_set_config").ok_or_else(RpcError::internal_default)?;
+    check_params(&given, &crate::request_check::request_params(spec).0, false).map_err(bad)?;
     if given.contains_key("discovery_filter") && given.contains_key("discovery_filters") {
         return Err(bad(
             "discovery_filter and discovery_filters are exclusive".into()
@@ -982,7 +1019,7 @@ fn set_config_inner(p: &crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
                     DHGROUPS
                 };
                 list_within(&v, all, "DH-HMAC-CHAP digest or DH group").map_err(bad)?;
-                if !super::options::Dflt::Strs(all).matches(&v) {
+                if !super::setters::Dflt::Strs(all).matches(&v) {
                     return Err(not_supported(
                         format_args!("{k} {v}"),
                         "rtgt has no DH-HMAC-CHAP yet, so there is nothing to restrict; only the full list (SPDK's default) is accepted",
@@ -1035,7 +1072,7 @@ fn set_config_inner(p: &crate::Params<'_>, ctx: &Rtgt) -> RpcResult<bool> {
     Ok(true)
 }
 
-async fn set_max_subsystems(a: MaxSubsystems, ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn set_max_subsystems(a: MaxSubsystems, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     let existing = ctx.target().subsystems().len() as u32;
     ctx.target().update_settings(|s| {
         if s.max_subsystems_set {
@@ -1056,7 +1093,7 @@ async fn set_max_subsystems(a: MaxSubsystems, ctx: Arc<Rtgt>) -> RpcResult<bool>
 /// SPDK's command retry delay times tell hosts how long to wait before retrying a command
 /// completed with a Command Retry Delay; rtgt never asks for a delay, so only zeros (SPDK's
 /// default, which save_config writes) are accepted.
-async fn set_crdt(a: Crdt, _ctx: Arc<Rtgt>) -> RpcResult<bool> {
+async fn set_crdt(a: Crdt, _ctx: Arc<TargetContext>) -> RpcResult<bool> {
     if let Some((k, v)) = [("crdt1", a.crdt1), ("crdt2", a.crdt2), ("crdt3", a.crdt3)]
         .into_iter()
         .find(|(_, v)| *v != 0)
@@ -1069,11 +1106,22 @@ async fn set_crdt(a: Crdt, _ctx: Arc<Rtgt>) -> RpcResult<bool> {
     Ok(true)
 }
 
+/// The `nvmf_subsystem_add_listener` call that recreates listener `l` of subsystem `nqn`, with
+/// its transport's attributes.
+fn add_listener_call(nqn: &str, l: &ListenAddr) -> Value {
+    let mut p = Map::new();
+    p.insert("nqn".into(), json!(nqn));
+    p.insert("listen_address".into(), address_json(l));
+    p.insert("secure_channel".into(), json!(false));
+    p.extend(l.attrs.clone());
+    json!({"method": "nvmf_subsystem_add_listener", "params": p})
+}
+
 /// The `nvmf` subsystem's configuration in SPDK HEAD's order: target settings, transports,
 /// then all subsystems, all hosts, all namespaces, and the listeners last (so that no host can
 /// connect to a half-built subsystem). With `with_batches`, each of the last four groups is
 /// one array (a JSON-RPC batch).
-pub(crate) fn nvmf_config(ctx: &Rtgt, with_batches: bool) -> Vec<Value> {
+pub(crate) fn nvmf_config(ctx: &TargetContext, with_batches: bool) -> Vec<Value> {
     let t = ctx.target();
     let settings = t.settings();
     let mut out = vec![
@@ -1093,7 +1141,6 @@ pub(crate) fn nvmf_config(ctx: &Rtgt, with_batches: bool) -> Vec<Value> {
     let (mut creates, mut hosts, mut nss, mut listeners) = (vec![], vec![], vec![], vec![]);
     for s in &subs {
         let c = s.config();
-        let x = ctx.extras(s.nqn());
         let mut p = Map::new();
         p.insert("nqn".into(), json!(s.nqn()));
         p.insert("allow_any_host".into(), json!(c.allow_any_host));
@@ -1109,12 +1156,10 @@ pub(crate) fn nvmf_config(ctx: &Rtgt, with_batches: bool) -> Vec<Value> {
         p.insert("wzsl".into(), json!(DEFAULT_WZSL));
         p.insert("passthrough".into(), json!(false));
         p.insert("enable_nssr".into(), json!(false));
-        if let Some(l) = &x.admin_label {
+        if let Some(l) = &c.admin_label {
             p.insert("admin_label".into(), json!(l));
         }
-        if let Some(id) = c.srp_port_id {
-            p.insert("srp_port_id".into(), json!(format_srp_port_id(id)));
-        }
+        p.extend(c.transport_attrs.clone());
         creates.push(json!({"method": "nvmf_create_subsystem", "params": p}));
         for h in &c.hosts {
             hosts.push(json!({"method": "nvmf_subsystem_add_host",
@@ -1140,15 +1185,13 @@ pub(crate) fn nvmf_config(ctx: &Rtgt, with_batches: bool) -> Vec<Value> {
                             "params": {"nqn": s.nqn(), "namespace": ns}}));
         }
         for l in &c.listeners {
-            listeners.push(json!({"method": "nvmf_subsystem_add_listener", "params": {
-                "nqn": s.nqn(), "listen_address": address_json(l), "secure_channel": false}}));
+            listeners.push(add_listener_call(s.nqn(), l));
         }
     }
     // Listeners of the discovery subsystem, too, come last.
     if let Some(d) = t.subsystem(DISCOVERY_NQN) {
         for l in &d.config().listeners {
-            listeners.push(json!({"method": "nvmf_subsystem_add_listener", "params": {
-                "nqn": DISCOVERY_NQN, "listen_address": address_json(l), "secure_channel": false}}));
+            listeners.push(add_listener_call(DISCOVERY_NQN, l));
         }
     }
     for group in [creates, hosts, nss, listeners] {
@@ -1188,12 +1231,13 @@ mod tests {
     #[test]
     fn transport_options_are_type_checked_but_relaxed() {
         let m = |v: Value| v.as_object().unwrap().clone();
+        let t = transport_options("RDMA");
         let ok = m(json!({"trtype":"RDMA","io_unit_size":8192,"c2h_success":true,"srp_only":1}));
-        assert!(check_params(&ok, TRANSPORT_OPTIONS, true).is_ok());
+        assert!(check_params(&ok, &t, true).is_ok());
         let bad = m(json!({"trtype":"RDMA","max_queue_depth":70000}));
-        assert!(check_params(&bad, TRANSPORT_OPTIONS, true).is_err());
+        assert!(check_params(&bad, &t, true).is_err());
         let missing = m(json!({"max_queue_depth":128}));
-        assert!(check_params(&missing, TRANSPORT_OPTIONS, true).is_err());
+        assert!(check_params(&missing, &t, true).is_err());
     }
 
     #[test]

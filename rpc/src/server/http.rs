@@ -28,7 +28,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use jsonrpsee::ConnectionId;
 
 use super::{
-    Limits, ListenAddr, REFUSE_TIME, ServeError, ServerHandle, accept_loop, bind_tcp, idle_expired,
+    Limits, REFUSE_TIME, ServeAddr, ServeError, ServerHandle, accept_loop, bind_tcp, idle_expired,
     new_server, stopped, too_many_connections,
 };
 use crate::dispatch::{Reply, error_response};
@@ -153,7 +153,7 @@ pub async fn serve_http(
             .map(|t| format!("Bearer {t}").into_bytes()),
         max_body: opts.limits.max_request_size,
     });
-    let (mut handle, run) = new_server(ListenAddr::Tcp(local), opts.limits);
+    let (mut handle, run) = new_server(ServeAddr::Tcp(local), opts.limits);
     let (limit, idle, stats) = (
         run.limits.max_connections,
         run.limits.idle_timeout,

@@ -163,7 +163,7 @@ impl ServeError {
 
 /// Where a server listens.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ListenAddr {
+pub enum ServeAddr {
     /// A Unix socket path.
     Unix(PathBuf),
     /// A TCP address (TCP framing or HTTP).
@@ -211,7 +211,7 @@ pub struct ServerStats {
 /// the grace period, socket and lock file removed).
 #[derive(Debug)]
 pub struct ServerHandle {
-    addr: ListenAddr,
+    addr: ServeAddr,
     stop: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
     stats: Arc<Stats>,
@@ -219,7 +219,7 @@ pub struct ServerHandle {
 
 impl ServerHandle {
     /// Where the server listens (for TCP with port 0: the actual port).
-    pub fn local_addr(&self) -> &ListenAddr {
+    pub fn local_addr(&self) -> &ServeAddr {
         &self.addr
     }
 
@@ -285,7 +285,7 @@ pub(crate) struct Running {
 }
 
 /// Create the stop channel and stats for a new server; returns the handle and the task's part.
-pub(crate) fn new_server(addr: ListenAddr, limits: Limits) -> (ServerHandle, Running) {
+pub(crate) fn new_server(addr: ServeAddr, limits: Limits) -> (ServerHandle, Running) {
     let (stop, stop_rx) = watch::channel(false);
     let stats = Arc::new(Stats::default());
     let handle = ServerHandle {
@@ -667,7 +667,7 @@ pub async fn serve_tcp(
     let local = listener
         .local_addr()
         .map_err(|e| ServeError::io("querying address of", addr, e))?;
-    let (mut handle, run) = new_server(ListenAddr::Tcp(local), opts.limits);
+    let (mut handle, run) = new_server(ServeAddr::Tcp(local), opts.limits);
     let ctx = StreamCtx::new(table, &run);
     let (limit, stop) = (run.limits.max_connections, run.stop_rx.clone());
     tracing::info!(addr = %local, "JSON-RPC server listening on TCP");

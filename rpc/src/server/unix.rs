@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use tokio::net::UnixSocket;
 
 use super::{
-    DEFAULT_BACKLOG, Limits, ListenAddr, ServeError, ServerHandle, StreamCtx, accept_loop,
+    DEFAULT_BACKLOG, Limits, ServeAddr, ServeError, ServerHandle, StreamCtx, accept_loop,
     new_server, refuse_stream, serve_stream,
 };
 use crate::table::MethodTable;
@@ -160,7 +160,7 @@ pub async fn serve_unix_locked(
         .listen(opts.backlog)
         .map_err(|e| ServeError::io("listening on", path.display(), e))?;
 
-    let (mut handle, run) = new_server(ListenAddr::Unix(path.clone()), opts.limits);
+    let (mut handle, run) = new_server(ServeAddr::Unix(path.clone()), opts.limits);
     let ctx = StreamCtx::new(table, &run);
     let (limit, stop) = (run.limits.max_connections, run.stop_rx.clone());
     tracing::info!(path = %path.display(), mode = format_args!("{:o}", opts.mode), "JSON-RPC server listening on Unix socket");

@@ -10,6 +10,7 @@ mod aio;
 mod compare;
 mod delay;
 mod malloc;
+pub mod module;
 mod null;
 mod registry;
 mod stats;

@@ -209,6 +209,9 @@ crate::register_transport!(
         description: "in-process SCSI exec test transport",
         defaults: TransportParams::new,
         create: create_test,
+        options: &[],
+        subsystem_attrs: &[],
+        listener_attrs: &[],
     }
 );
 

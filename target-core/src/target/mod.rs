@@ -1,6 +1,6 @@
 //! The target: subsystems, transports and poll groups, and every management operation on them.
 //!
-//! Operations that touch the data path go through the subsystem state machine ([`state`]):
+//! Operations that touch the data path go through the subsystem state machine (`state.rs`):
 //! they queue per subsystem, pause what they affect on every poll group, apply the change, and
 //! resume. They are `async` and finish when every poll group has done its part.
 
@@ -26,7 +26,7 @@ pub use state::{PauseScope, SubsystemState};
 pub use subsystem::{
     AdrFam, ControllerInfo, DEFAULT_MAX_NAMESPACES, DEFAULT_MODEL, DEFAULT_SERIAL, DISCOVERY_NQN,
     ListenAddr, MAX_LISTENERS, Namespace, Subsystem, SubsystemConfig, SubsystemType,
-    derived_srp_guid, format_srp_port_id, parse_srp_port_id, validate_ascii_field, validate_nqn,
+    validate_ascii_field, validate_nqn,
 };
 
 use crate::bdev::{BdevRegistry, Claim};
@@ -102,8 +102,11 @@ pub struct SubsystemParams {
     pub min_cntlid: u16,
     /// Highest controller id.
     pub max_cntlid: u16,
-    /// SRP target port id (id_ext, ioc_guid) if set explicitly.
-    pub srp_port_id: Option<(u64, u64)>,
+    /// Administrative label (informational).
+    pub admin_label: Option<String>,
+    /// Transport-declared subsystem attributes, validated and in canonical form
+    /// ([`crate::registry::TransportAttr::validate`]).
+    pub transport_attrs: crate::registry::TransportAttrs,
 }
 
 impl SubsystemParams {
@@ -118,7 +121,8 @@ impl SubsystemParams {
             ana_reporting: false,
             min_cntlid: 1,
             max_cntlid: 0xffef,
-            srp_port_id: None,
+            admin_label: None,
+            transport_attrs: crate::registry::TransportAttrs::new(),
         }
     }
 }
@@ -149,6 +153,7 @@ pub struct Target {
     reactors: Reactors,
     env: TransportEnv,
     bdevs: Arc<BdevRegistry>,
+    bdev_modules: crate::bdev::module::ModuleStates,
     pub(crate) loads: Vec<PgLoad>,
     inner: Mutex<Inner>,
     settings: Mutex<TargetSettings>,
@@ -178,6 +183,7 @@ impl Target {
             loads: (0..reactors.len()).map(|_| PgLoad::default()).collect(),
             reactors: reactors.clone(),
             bdevs,
+            bdev_modules: Default::default(),
             inner: Mutex::new(Inner::default()),
             settings: Mutex::new(TargetSettings::default()),
         });
@@ -234,6 +240,14 @@ impl Target {
     /// The bdevs.
     pub fn bdevs(&self) -> &Arc<BdevRegistry> {
         &self.bdevs
+    }
+
+    /// The state of a bdev module on this target (created on first use), if it has one.
+    pub(crate) fn bdev_module_state(
+        &self,
+        module: &crate::bdev::module::BdevModuleOps,
+    ) -> Option<crate::bdev::module::ModuleState> {
+        self.bdev_modules.get(module)
     }
 
     /// Target-wide settings.
@@ -505,7 +519,8 @@ impl Target {
             min_cntlid: p.min_cntlid,
             max_cntlid: p.max_cntlid,
             ana_reporting: p.ana_reporting,
-            srp_port_id: p.srp_port_id,
+            admin_label: p.admin_label.clone(),
+            transport_attrs: p.transport_attrs.clone(),
         };
         let sub = Arc::new(Subsystem::new(id as u32, p.nqn.clone(), kind, config));
         inner.subsystems.insert(p.nqn.clone(), Arc::clone(&sub));

@@ -13,6 +13,7 @@ use super::error::CoreError;
 use super::state::{ChangeQueue, SubsystemState};
 use crate::bdev::Bdev;
 use crate::nvme::CntlidAllocator;
+use crate::registry::TransportAttrs;
 
 /// The well-known NQN of the discovery subsystem.
 pub const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
@@ -87,6 +88,11 @@ pub struct ListenAddr {
     pub traddr: String,
     /// Service id (port number for RDMA CM).
     pub trsvcid: String,
+    /// The attributes the listener's transport declares
+    /// ([`TransportOps::listener_attrs`](crate::registry::TransportOps)), as set. They are not
+    /// part of the address: equality ignores them.
+    #[serde(default, skip_serializing_if = "TransportAttrs::is_empty")]
+    pub attrs: TransportAttrs,
 }
 
 impl ListenAddr {
@@ -97,6 +103,7 @@ impl ListenAddr {
             adrfam,
             traddr: traddr.to_string(),
             trsvcid: trsvcid.to_string(),
+            attrs: TransportAttrs::new(),
         }
     }
 
@@ -222,58 +229,12 @@ pub struct SubsystemConfig {
     pub max_cntlid: u16,
     /// ANA reporting.
     pub ana_reporting: bool,
-    /// SRP target port identifier (id_ext, ioc_guid) set explicitly; `None` derives it from the
-    /// NQN ([`derived_srp_guid`]).
-    pub srp_port_id: Option<(u64, u64)>,
-}
-
-/// The SRP target port GUID derived from an NQN, used as both `id_ext` and `ioc_guid` when a
-/// subsystem sets no `srp_port_id`: FNV-1a-64 of the NQN's bytes with the top byte replaced by
-/// 0x02 (a locally administered EUI-64, never one of the OUIs for which Linux's ib_srp changes
-/// its initiator id). Stable across restarts and targets; the SRP transport documents it.
-pub fn derived_srp_guid(nqn: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in nqn.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    (0x02u64 << 56) | (h & 0x00ff_ffff_ffff_ffff)
-}
-
-fn parse_hex_u64(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let s = s
-        .strip_prefix("0x")
-        .or_else(|| s.strip_prefix("0X"))
-        .unwrap_or(s);
-    if s.is_empty() || s.len() > 16 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    u64::from_str_radix(s, 16).ok()
-}
-
-/// Parses an SRP target port id as an operator writes it: `0x` + up to 32 hex digits (the
-/// 16-byte id, left-padded), or `id_ext:ioc_guid` / `id_ext,ioc_guid` with up to 16 hex digits
-/// each. Returns `(id_ext, ioc_guid)`.
-pub fn parse_srp_port_id(s: &str) -> Option<(u64, u64)> {
-    let t = s.trim();
-    if let Some((a, b)) = t.split_once([':', ',']) {
-        return Some((parse_hex_u64(a)?, parse_hex_u64(b)?));
-    }
-    let d = t
-        .strip_prefix("0x")
-        .or_else(|| t.strip_prefix("0X"))
-        .unwrap_or(t);
-    if d.is_empty() || d.len() > 32 || !d.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return None;
-    }
-    let v = u128::from_str_radix(d, 16).ok()?;
-    Some(((v >> 64) as u64, v as u64))
-}
-
-/// Formats an SRP port id as LIO and targetcli do: `0x` and 32 hex digits.
-pub fn format_srp_port_id((hi, lo): (u64, u64)) -> String {
-    format!("0x{hi:016x}{lo:016x}")
+    /// Administrative label (informational, as in SPDK).
+    pub admin_label: Option<String>,
+    /// The attributes transports declare for subsystems
+    /// ([`TransportOps::subsystem_attrs`](crate::registry::TransportOps), e.g. SRP's
+    /// `srp_port_id`), as set: canonical values by name.
+    pub transport_attrs: TransportAttrs,
 }
 
 impl SubsystemConfig {
@@ -456,15 +417,6 @@ impl Subsystem {
             .collect()
     }
 
-    /// The SRP target port id `(id_ext, ioc_guid)` of this subsystem: the explicit
-    /// `srp_port_id`, or the one derived from the NQN ([`derived_srp_guid`] for both halves).
-    pub fn srp_port_id(&self) -> (u64, u64) {
-        self.config.read().srp_port_id.unwrap_or_else(|| {
-            let g = derived_srp_guid(&self.nqn);
-            (g, g)
-        })
-    }
-
     /// Whether `host` may connect through `addr`. The discovery subsystem accepts every host on
     /// every listener of the target.
     pub fn access_allowed(&self, host: &str, addr: &ListenAddr) -> bool {
@@ -555,7 +507,8 @@ mod tests {
             min_cntlid: 1,
             max_cntlid: 0xFFEF,
             ana_reporting: false,
-            srp_port_id: None,
+            admin_label: None,
+            transport_attrs: TransportAttrs::new(),
         };
         assert!(c.host_allowed(h));
         for other in [
@@ -643,7 +596,8 @@ mod tests {
             min_cntlid: 5,
             max_cntlid: 6,
             ana_reporting: false,
-            srp_port_id: None,
+            admin_label: None,
+            transport_attrs: TransportAttrs::new(),
         };
         c.max_namespaces = 4;
         let s = Subsystem::new(0, "nqn.2016-06.io.spdk:c".into(), SubsystemType::Nvme, c);
@@ -669,26 +623,6 @@ mod tests {
         s.remove_controller(5);
         assert_eq!(s.controllers().len(), 1);
         assert_eq!(s.add_controller(|id| (info(id), Arc::new(id))), Some(5));
-    }
-
-    #[test]
-    fn srp_port_ids() {
-        // FNV-1a-64 of "a" is 0xaf63dc4c8601ec8c.
-        assert_eq!(derived_srp_guid("a"), 0x0263_dc4c_8601_ec8c);
-        assert_eq!(
-            parse_srp_port_id("0x000000000000000100000000000000ab"),
-            Some((1, 0xab))
-        );
-        assert_eq!(parse_srp_port_id("ab"), Some((0, 0xab)), "left-padded");
-        assert_eq!(parse_srp_port_id("1:ab"), Some((1, 0xab)));
-        assert_eq!(parse_srp_port_id("0x1, 0xAB"), Some((1, 0xab)));
-        for bad in ["", "0x", "1:", "g:1", "xyz", &"1".repeat(33)] {
-            assert_eq!(parse_srp_port_id(bad), None, "{bad}");
-        }
-        assert_eq!(
-            format_srp_port_id((1, 0xab)),
-            "0x000000000000000100000000000000ab"
-        );
     }
 
     #[test]

@@ -183,6 +183,9 @@ crate::register_transport!(
         description: "in-process test transport",
         defaults: TransportParams::new,
         create: create_test,
+        options: &[],
+        subsystem_attrs: &[],
+        listener_attrs: &[],
     }
 );
 

@@ -1,6 +1,6 @@
 //! The option setters of SPDK subsystems that rtgt has no counterpart for (iobuf, sock,
 //! accel, VMD, the bdev layer and the NVMe/RAID/iSCSI bdev modules, the scheduler, the Linux
-//! keyring), and the file keyring.
+//! keyring).
 //!
 //! Stock SPDK configurations contain these setters: SPDK's `save_config` writes most of them
 //! with their default values, and rpc.py's `load_config` refuses a file that names a method
@@ -13,19 +13,12 @@
 //! the values accepted and why rtgt has no use for it. Nothing is recorded, so `save_config`
 //! writes none of these setters (their subsystems' lists are empty, as SPDK's are for
 //! subsystems without configuration).
-//!
-//! The keyring is real: `keyring_file_add_key` checks the file as SPDK does and remembers the
-//! key, `keyring_get_keys` lists keys, and `save_config` re-creates them.
 
-use std::os::unix::fs::PermissionsExt;
-use std::sync::Arc;
-
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::nvmf::{DHGROUPS, DIGESTS};
-use super::{Kind, Param, Rtgt, add, check_params, log_failure, opt, params_object, req};
-use crate::params::{Decode, DecodeFlavor};
+use super::{Param, TargetContext, check_params, log_failure, params_object};
+use crate::params::DecodeFlavor;
 use crate::{Methods, Params, RegisterError, RpcError, RpcResult, StateMask};
 
 /// A value SPDK's `save_config` writes for a parameter when nobody set it.
@@ -94,8 +87,6 @@ pub struct Setter {
     pub subsystem: &'static str,
     /// When it may be called.
     pub mask: StateMask,
-    /// Its parameters.
-    pub params: &'static [Param],
     /// The calls accepted (without effect).
     pub accepts: Accepts,
     /// Why rtgt has no use for it (the end of the refusal's message).
@@ -106,11 +97,6 @@ pub struct Setter {
 
 /// Extra validation of a setter's values; `Err` gives the reason.
 pub type CheckFn = fn(&Map<String, Value>) -> Result<(), String>;
-
-const U8: Kind = Kind::Uint(8);
-const U16: Kind = Kind::Uint(16);
-const U32: Kind = Kind::Uint(32);
-const U64: Kind = Kind::Uint(64);
 
 use Dflt::{Bool, Int, Policy, Str, Strs, Uint};
 
@@ -127,13 +113,6 @@ pub const SETTERS: &[Setter] = &[
         method: "iobuf_set_options",
         subsystem: "iobuf",
         mask: StateMask::STARTUP,
-        params: &[
-            opt("small_pool_count", U64),
-            opt("large_pool_count", U64),
-            opt("small_bufsize", U32),
-            opt("large_bufsize", U32),
-            opt("enable_numa", Kind::Bool),
-        ],
         accepts: Accepts::Defaults(&[
             ("small_pool_count", &[Uint(8192)]),
             ("large_pool_count", &[Uint(1024)]),
@@ -148,7 +127,6 @@ pub const SETTERS: &[Setter] = &[
         method: "sock_set_default_impl",
         subsystem: "sock",
         mask: StateMask::STARTUP,
-        params: &[req("impl_name", Kind::Str)],
         accepts: Accepts::Defaults(&[("impl_name", &[Str("posix")])]),
         why: "rtgt has no socket layer (its transports are RDMA and SRP)",
         check: Some(check_sock_impl),
@@ -157,21 +135,6 @@ pub const SETTERS: &[Setter] = &[
         method: "sock_impl_set_options",
         subsystem: "sock",
         mask: StateMask::STARTUP,
-        params: &[
-            req("impl_name", Kind::Str),
-            opt("recv_buf_size", U32),
-            opt("send_buf_size", U32),
-            opt("enable_recv_pipe", Kind::Bool),
-            opt("enable_quickack", Kind::Bool),
-            opt("enable_placement_id", U32),
-            opt("enable_zerocopy_send_server", Kind::Bool),
-            opt("enable_zerocopy_send_client", Kind::Bool),
-            opt("zerocopy_threshold", U32),
-            opt("tls_version", U32),
-            opt("enable_ktls", Kind::Bool),
-            // Older SPDK releases.
-            opt("enable_zerocopy_send", Kind::Bool),
-        ],
         accepts: Accepts::Defaults(&[
             ("impl_name", &[Str("posix"), Str("ssl"), Str("uring")]),
             ("recv_buf_size", SOCK_BUF),
@@ -193,7 +156,6 @@ pub const SETTERS: &[Setter] = &[
         method: "vmd_enable",
         subsystem: "vmd",
         mask: StateMask::STARTUP,
-        params: &[],
         accepts: Accepts::Nothing,
         why: "rtgt has no VMD driver (and no NVMe bdevs behind one)",
         check: None,
@@ -202,13 +164,6 @@ pub const SETTERS: &[Setter] = &[
         method: "accel_set_options",
         subsystem: "accel",
         mask: StateMask::STARTUP,
-        params: &[
-            opt("small_cache_size", U32),
-            opt("large_cache_size", U32),
-            opt("task_count", U32),
-            opt("sequence_count", U32),
-            opt("buf_count", U32),
-        ],
         accepts: Accepts::Defaults(&[
             ("small_cache_size", &[Uint(128)]),
             ("large_cache_size", &[Uint(16)]),
@@ -223,7 +178,6 @@ pub const SETTERS: &[Setter] = &[
         method: "accel_assign_opc",
         subsystem: "accel",
         mask: StateMask::STARTUP,
-        params: &[req("opname", Kind::Str), req("module", Kind::Str)],
         accepts: Accepts::Nothing,
         why: "rtgt has no acceleration framework",
         check: None,
@@ -232,13 +186,6 @@ pub const SETTERS: &[Setter] = &[
         method: "bdev_set_options",
         subsystem: "bdev",
         mask: StateMask::STARTUP,
-        params: &[
-            opt("bdev_io_pool_size", U32),
-            opt("bdev_io_cache_size", U32),
-            opt("bdev_auto_examine", Kind::Bool),
-            opt("iobuf_small_cache_size", U32),
-            opt("iobuf_large_cache_size", U32),
-        ],
         accepts: Accepts::Defaults(&[
             ("bdev_io_pool_size", &[Uint(65535)]),
             ("bdev_io_cache_size", &[Uint(256)]),
@@ -253,10 +200,6 @@ pub const SETTERS: &[Setter] = &[
         method: "bdev_raid_set_options",
         subsystem: "bdev",
         mask: StateMask::ANY,
-        params: &[
-            opt("process_window_size_kb", U32),
-            opt("process_max_bandwidth_mb_sec", U32),
-        ],
         accepts: Accepts::Defaults(&[
             ("process_window_size_kb", &[Uint(1024)]),
             ("process_max_bandwidth_mb_sec", ZERO),
@@ -268,7 +211,6 @@ pub const SETTERS: &[Setter] = &[
         method: "bdev_iscsi_set_options",
         subsystem: "bdev",
         mask: StateMask::ANY,
-        params: &[opt("timeout_sec", U64)],
         accepts: Accepts::Defaults(&[("timeout_sec", &[Uint(30)])]),
         why: "rtgt has no iSCSI bdevs",
         check: None,
@@ -277,43 +219,6 @@ pub const SETTERS: &[Setter] = &[
         method: "bdev_nvme_set_options",
         subsystem: "bdev",
         mask: StateMask::ANY,
-        params: &[
-            opt("action_on_timeout", Kind::Str),
-            opt("timeout_us", U64),
-            opt("timeout_admin_us", U64),
-            opt("keep_alive_timeout_ms", U32),
-            opt("arbitration_burst", U32),
-            opt("low_priority_weight", U32),
-            opt("medium_priority_weight", U32),
-            opt("high_priority_weight", U32),
-            opt("nvme_adminq_poll_period_us", U64),
-            opt("nvme_ioq_poll_period_us", U64),
-            opt("io_queue_requests", U32),
-            opt("delay_cmd_submit", Kind::Bool),
-            opt("transport_retry_count", U32),
-            opt("bdev_retry_count", Kind::I32),
-            opt("transport_ack_timeout", U8),
-            opt("ctrlr_loss_timeout_sec", Kind::I32),
-            opt("reconnect_delay_sec", U32),
-            opt("fast_io_fail_timeout_sec", U32),
-            opt("disable_auto_failback", Kind::Bool),
-            opt("generate_uuids", Kind::Bool),
-            opt("transport_tos", U8),
-            opt("nvme_error_stat", Kind::Bool),
-            opt("rdma_srq_size", U32),
-            opt("io_path_stat", Kind::Bool),
-            opt("allow_accel_sequence", Kind::Bool),
-            opt("rdma_max_cq_size", U32),
-            opt("rdma_cm_event_timeout_ms", U16),
-            opt("dhchap_digests", Kind::StrList),
-            opt("dhchap_dhgroups", Kind::StrList),
-            opt("rdma_umr_per_io", Kind::Bool),
-            opt("tcp_connect_timeout_ms", U32),
-            opt("enable_flush", Kind::Bool),
-            opt("multipath_opts", Kind::Object),
-            // Older SPDK releases.
-            opt("retry_count", U32),
-        ],
         accepts: Accepts::Defaults(&[
             ("action_on_timeout", &[Str("none")]),
             ("timeout_us", ZERO),
@@ -357,7 +262,6 @@ pub const SETTERS: &[Setter] = &[
         method: "bdev_nvme_set_hotplug",
         subsystem: "bdev",
         mask: StateMask::RUNTIME,
-        params: &[req("enable", Kind::Bool), opt("period_us", U64)],
         accepts: Accepts::Defaults(&[("enable", F), ("period_us", &[Uint(100_000)])]),
         why: "rtgt has no NVMe bdevs",
         check: None,
@@ -366,14 +270,6 @@ pub const SETTERS: &[Setter] = &[
         method: "framework_set_scheduler",
         subsystem: "scheduler",
         mask: StateMask::ANY,
-        params: &[
-            req("name", Kind::Str),
-            opt("period", U64),
-            opt("load_limit", U8),
-            opt("core_limit", U8),
-            opt("core_busy", U8),
-            opt("mappings", Kind::Str),
-        ],
         // The static scheduler has no period (SPDK writes none), nor the dynamic one's limits.
         accepts: Accepts::Defaults(&[("name", &[Str("static")]), ("period", ZERO)]),
         why: "rtgt's reactors run the static schedule: one poll group on each reactor's core",
@@ -383,7 +279,6 @@ pub const SETTERS: &[Setter] = &[
         method: "keyring_linux_set_options",
         subsystem: "keyring",
         mask: StateMask::STARTUP,
-        params: &[opt("enable", Kind::Bool)],
         accepts: Accepts::Defaults(&[("enable", F)]),
         why: "rtgt has no Linux keyring module (keys come from files: keyring_file_add_key)",
         check: None,
@@ -448,6 +343,13 @@ fn check_scheduler(p: &Map<String, Value>) -> Result<(), String> {
 }
 
 impl Setter {
+    /// Its parameters: its method's spec ([`super::specs`]).
+    pub fn params(&self) -> Vec<Param> {
+        super::specs::find(self.method)
+            .map(|s| crate::request_check::request_params(s).0)
+            .unwrap_or_default()
+    }
+
     /// Why `params` (already type-checked) would have no effect, if they would: the first
     /// parameter whose value is not one of SPDK's defaults.
     pub fn refusal(&self, params: &Map<String, Value>) -> Option<String> {
@@ -485,99 +387,23 @@ impl Setter {
     }
 }
 
-/// A key of the file keyring.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct KeyEntry {
-    pub name: String,
-    pub path: String,
-}
-
-#[derive(Deserialize)]
-struct AddKey {
-    name: String,
-    path: String,
-}
-
-#[derive(Deserialize)]
-struct KeyName {
-    name: String,
-}
-
-pub(crate) fn register(m: &mut Methods<Rtgt>) -> Result<(), RegisterError> {
+pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterError> {
     for setter in SETTERS {
         m.register(
             setter.method,
             setter.mask,
-            move |p: Params<'_>, _: &Rtgt| {
+            move |p: Params<'_>, _: &TargetContext| {
                 apply_setter(setter, &p).inspect_err(|e| log_failure(setter.method, e))
             },
         )?;
     }
-
-    add(
-        m,
-        "keyring_file_add_key",
-        StateMask::RUNTIME,
-        Decode::Strict,
-        |a: AddKey, ctx: Arc<Rtgt>| async move {
-            check_key_file(&a.path)?;
-            let mut keys = ctx.keys.lock();
-            if keys.iter().any(|k| k.name == a.name) {
-                return Err(RpcError::errno(
-                    libc::EEXIST,
-                    format!("Key '{}' already exists", a.name),
-                ));
-            }
-            tracing::info!("keyring: added key {} ({})", a.name, a.path);
-            keys.push(KeyEntry {
-                name: a.name,
-                path: a.path,
-            });
-            Ok(true)
-        },
-    )?;
-    add(
-        m,
-        "keyring_file_remove_key",
-        StateMask::RUNTIME,
-        Decode::Strict,
-        |a: KeyName, ctx: Arc<Rtgt>| async move {
-            let mut keys = ctx.keys.lock();
-            let before = keys.len();
-            keys.retain(|k| k.name != a.name);
-            if keys.len() == before {
-                return Err(RpcError::errno(
-                    libc::ENODEV,
-                    format!("Key '{}' does not exist", a.name),
-                ));
-            }
-            Ok(true)
-        },
-    )?;
-    super::add_sync(
-        m,
-        "keyring_get_keys",
-        StateMask::RUNTIME,
-        |p: Params<'_>, ctx: &Rtgt| {
-            crate::params::no_params(&p, "keyring_get_keys requires no parameters")?;
-            Ok(ctx
-                .keys
-                .lock()
-                .iter()
-                .map(|k| {
-                    json!({"name": k.name, "module": "keyring_file", "removed": false,
-                           "probed": false, "refcnt": 1, "path": k.path})
-                })
-                .collect::<Vec<_>>())
-        },
-    )?;
     Ok(())
 }
 
 fn apply_setter(setter: &Setter, p: &Params<'_>) -> RpcResult<bool> {
     let params = params_object(p, DecodeFlavor::InvalidParams)?;
     let bad = |why: String| RpcError::invalid_params(format!("Invalid parameters: {why}"));
-    check_params(&params, setter.params, false).map_err(bad)?;
+    check_params(&params, &setter.params(), false).map_err(bad)?;
     if let Some(check) = setter.check {
         check(&params).map_err(bad)?;
     }
@@ -589,49 +415,6 @@ fn apply_setter(setter: &Setter, p: &Params<'_>) -> RpcResult<bool> {
         "SPDK's default values: accepted without effect"
     );
     Ok(true)
-}
-
-/// SPDK's file keyring rules: an absolute path to a file only its owner can read.
-fn check_key_file(path: &str) -> RpcResult<()> {
-    if !path.starts_with('/') {
-        return Err(RpcError::errno(
-            libc::EINVAL,
-            format!("Non-absolute key path '{path}' is not allowed"),
-        ));
-    }
-    let meta = std::fs::metadata(path).map_err(|e| {
-        RpcError::errno(
-            e.raw_os_error().unwrap_or(libc::EIO),
-            format!("Cannot stat key file '{path}': {e}"),
-        )
-    })?;
-    if !meta.is_file() {
-        return Err(RpcError::errno(
-            libc::EINVAL,
-            format!("Key path '{path}' is not a regular file"),
-        ));
-    }
-    if meta.permissions().mode() & 0o077 != 0 {
-        return Err(RpcError::errno(
-            libc::EPERM,
-            format!("Invalid permissions on key file '{path}': only the owner may access it"),
-        ));
-    }
-    Ok(())
-}
-
-/// The `keyring` subsystem's configuration: one `keyring_file_add_key` per key.
-pub(crate) fn keyring_config(ctx: &Rtgt) -> Vec<Value> {
-    ctx.keys
-        .lock()
-        .iter()
-        .map(|k| json!({"method": "keyring_file_add_key", "params": {"name": k.name, "path": k.path}}))
-        .collect()
-}
-
-/// Whether the keyring holds a key of this name.
-pub(crate) fn key_exists(ctx: &Rtgt, name: &str) -> bool {
-    ctx.keys.lock().iter().any(|k| k.name == name)
 }
 
 #[cfg(test)]
@@ -713,11 +496,12 @@ mod tests {
             );
             if let Accepts::Defaults(d) = s.accepts {
                 for (k, values) in d {
-                    let p = s.params.iter().find(|p| p.name == *k);
+                    let params = s.params();
+                    let p = params.iter().find(|p| p.name == *k);
                     let p = p.unwrap_or_else(|| panic!("{}: default for unknown {k}", s.method));
                     for v in *values {
                         assert!(
-                            super::super::kind_ok(p.kind, &v.to_json()),
+                            rpc_spec::kind_ok(p.kind, &v.to_json()),
                             "{}: default {v:?} of {k} has the wrong type",
                             s.method
                         );
@@ -728,24 +512,5 @@ mod tests {
         assert!(check_scheduler(&map(json!({"name":"static"}))).is_ok());
         assert!(check_scheduler(&map(json!({"name":"dynamic"}))).is_err());
         assert!(check_sock_impl(&map(json!({"impl_name":"bogus"}))).is_err());
-    }
-
-    #[test]
-    fn key_files_follow_spdk_rules() {
-        assert_eq!(check_key_file("relative").unwrap_err().code, -libc::EINVAL);
-        assert_eq!(
-            check_key_file("/nonexistent/rtgt-key").unwrap_err().code,
-            -libc::ENOENT
-        );
-        let dir = std::env::temp_dir().join(format!("rtgt-key-{}", std::process::id()));
-        std::fs::write(&dir, "NVMeTLSkey-1:01:x:").unwrap();
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert_eq!(
-            check_key_file(dir.to_str().unwrap()).unwrap_err().code,
-            -libc::EPERM
-        );
-        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o600)).unwrap();
-        assert!(check_key_file(dir.to_str().unwrap()).is_ok());
-        let _ = std::fs::remove_file(&dir);
     }
 }
