@@ -53,6 +53,8 @@ fn rpc_get_methods_lists_every_method() {
         "nvmf_subsystem_remove_ns",
         "nvmf_subsystem_add_host",
         "nvmf_subsystem_remove_host",
+        "nvmf_ns_add_host",
+        "nvmf_ns_remove_host",
         "nvmf_subsystem_allow_any_host",
         "nvmf_subsystem_get_controllers",
         "nvmf_subsystem_get_qpairs",
@@ -1001,6 +1003,74 @@ fn startup_methods_and_state_errors() {
     );
 }
 
+/// `nvmf_ns_add_host` / `nvmf_ns_remove_host` with SPDK's parameters and errors; the per-host
+/// visibility itself is tested with initiators in nvmf_masking.rs and srp_masking.rs.
+#[test]
+fn namespace_hosts() {
+    let r = Rig::runtime();
+    r.malloc("Malloc0");
+    r.malloc("Malloc1");
+    r.subsystem(NQN);
+    let add_ns = |bdev: &str, hidden: bool| {
+        r.ok(
+            "nvmf_subsystem_add_ns",
+            json!({"nqn": NQN, "namespace": {"bdev_name": bdev, "no_auto_visible": hidden}}),
+        )
+    };
+    assert_eq!(add_ns("Malloc0", false), json!(1));
+    assert_eq!(add_ns("Malloc1", true), json!(2));
+    let call =
+        |method: &str, nsid: u32| r.call(method, json!({"nqn": NQN, "nsid": nsid, "host": HOST}));
+    assert_eq!(call("nvmf_ns_add_host", 2).unwrap(), json!(true));
+    assert_eq!(
+        call("nvmf_ns_add_host", 2).unwrap(),
+        json!(true),
+        "twice: no-op"
+    );
+    // The namespace and its hosts are saved; the first namespace has none.
+    let saved = r.ok("framework_get_config", json!({"name": "nvmf"}));
+    let ns_hosts: Vec<&Value> = saved
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["method"] == "nvmf_ns_add_host")
+        .collect();
+    assert_eq!(ns_hosts.len(), 1, "{saved}");
+    assert_eq!(
+        ns_hosts[0]["params"],
+        json!({"nqn": NQN, "nsid": 2, "host": HOST})
+    );
+    assert_eq!(call("nvmf_ns_remove_host", 2).unwrap(), json!(true));
+    assert_eq!(
+        call("nvmf_ns_remove_host", 2).unwrap(),
+        json!(true),
+        "not there: no-op"
+    );
+    let saved = r.ok("framework_get_config", json!({"name": "nvmf"}));
+    assert!(!saved.to_string().contains("nvmf_ns_add_host"), "{saved}");
+    // SPDK refuses per-host visibility of an auto-visible namespace, and unknown namespaces.
+    assert_code(
+        &call("nvmf_ns_add_host", 1).unwrap_err(),
+        -32602,
+        "no_auto_visible",
+    );
+    assert_code(
+        &call("nvmf_ns_remove_host", 1).unwrap_err(),
+        -32602,
+        "no_auto_visible",
+    );
+    assert_code(
+        &call("nvmf_ns_add_host", 9).unwrap_err(),
+        -32602,
+        "Namespace 9 not found",
+    );
+    assert_code(
+        &r.err("nvmf_ns_add_host", json!({"nqn": NQN, "nsid": 2})),
+        -32602,
+        "",
+    );
+}
+
 /// Builds a configuration through the methods, saves it, loads the saved file into a fresh
 /// target the way `rtgt serve --json` does, and saves again: the two must be identical.
 #[test]
@@ -1037,7 +1107,12 @@ fn save_load_save_round_trip() {
     a.ok(
         "nvmf_subsystem_add_ns",
         json!({"nqn": NQN2, "namespace": {"bdev_name": "Malloc1", "nsid": 4,
-                                           "eui64": "0011223344556677"}}),
+                                           "eui64": "0011223344556677",
+                                           "no_auto_visible": true}}),
+    );
+    a.ok(
+        "nvmf_ns_add_host",
+        json!({"nqn": NQN2, "nsid": 4, "host": HOST}),
     );
     a.ok(
         "nvmf_subsystem_add_ns",
@@ -1071,6 +1146,7 @@ fn save_load_save_round_trip() {
             "nvmf_subsystem_add_ns",
             "nvmf_subsystem_add_ns",
             "nvmf_subsystem_add_ns",
+            "nvmf_ns_add_host",
         ]
     );
     // The bdev section creates each delay bdev after its base, with the latencies in force.
@@ -1103,7 +1179,7 @@ fn save_load_save_round_trip() {
     assert_eq!(startup, 3, "the nvmf globals");
     b.state.set(RpcState::Runtime);
     let runtime = b.tt.rt.block_on(load::apply(&b.table, &cfg)).unwrap();
-    assert_eq!(runtime, 13);
+    assert_eq!(runtime, 14);
     assert_eq!(b.save(), saved);
     let again = serde_json::to_string_pretty(&b.save()).unwrap();
     assert_eq!(again, text, "save → load → save is byte-identical");

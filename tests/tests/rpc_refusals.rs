@@ -35,13 +35,6 @@ fn namespace_options_without_effect_are_refused() {
             .extend(extra.as_object().unwrap().clone());
         json!({"nqn": NQN, "namespace": n})
     };
-    // A host would have seen a namespace the operator believed hidden.
-    refused(
-        &r,
-        "nvmf_subsystem_add_ns",
-        ns(json!({"no_auto_visible": true})),
-        "no_auto_visible",
-    );
     refused(
         &r,
         "nvmf_subsystem_add_ns",

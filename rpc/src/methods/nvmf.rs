@@ -221,6 +221,14 @@ struct RemoveHost {
 }
 
 #[derive(Deserialize)]
+struct NsHost {
+    nqn: String,
+    nsid: u32,
+    host: String,
+    tgt_name: Option<String>,
+}
+
+#[derive(Deserialize)]
 struct AllowAnyHost {
     nqn: String,
     allow_any_host: bool,
@@ -291,6 +299,8 @@ pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterErr
     add(m, "nvmf_subsystem_remove_ns", R, Strict, remove_ns)?;
     add(m, "nvmf_subsystem_add_host", R, Relaxed, add_host)?;
     add(m, "nvmf_subsystem_remove_host", R, Strict, remove_host)?;
+    add(m, "nvmf_ns_add_host", R, Strict, ns_add_host)?;
+    add(m, "nvmf_ns_remove_host", R, Strict, ns_remove_host)?;
     add(
         m,
         "nvmf_subsystem_allow_any_host",
@@ -719,12 +729,6 @@ async fn add_ns(a: AddNs, ctx: Arc<TargetContext>) -> RpcResult<u32> {
             "rtgt has no persistent reservations yet",
         ));
     }
-    if n.no_auto_visible {
-        return Err(not_supported(
-            "no_auto_visible true",
-            "rtgt has no namespace masking yet (every allowed host sees every namespace); omit it or pass false",
-        ));
-    }
     if n.anagrpid != 0 && n.anagrpid != n.nsid {
         return Err(not_supported(
             format_args!("anagrpid {}", n.anagrpid),
@@ -758,7 +762,7 @@ async fn add_ns(a: AddNs, ctx: Arc<TargetContext>) -> RpcResult<u32> {
                 eui64,
                 uuid,
                 anagrpid: n.anagrpid,
-                no_auto_visible: false,
+                no_auto_visible: n.no_auto_visible,
                 ptpl_file: None,
             },
         )
@@ -778,6 +782,29 @@ async fn remove_ns(a: RemoveNs, ctx: Arc<TargetContext>) -> RpcResult<bool> {
         .await
         .map_err(nvmf_err)?;
     Ok(true)
+}
+
+/// `nvmf_ns_add_host` / `nvmf_ns_remove_host`: per-host visibility of a namespace added with
+/// `no_auto_visible` (docs/access-control.md). Errors are SPDK's -32602.
+async fn ns_visibility(a: NsHost, ctx: Arc<TargetContext>, visible: bool) -> RpcResult<bool> {
+    check_tgt(&a.tgt_name)?;
+    subsystem(&ctx, &a.nqn)?;
+    ctx.target()
+        .set_ns_host_visible(&a.nqn, a.nsid, &a.host, visible)
+        .await
+        .map_err(|e| match e {
+            CoreError::Internal(m) => RpcError::internal(m),
+            other => RpcError::invalid_params(other.to_string()),
+        })?;
+    Ok(true)
+}
+
+async fn ns_add_host(a: NsHost, ctx: Arc<TargetContext>) -> RpcResult<bool> {
+    ns_visibility(a, ctx, true).await
+}
+
+async fn ns_remove_host(a: NsHost, ctx: Arc<TargetContext>) -> RpcResult<bool> {
+    ns_visibility(a, ctx, false).await
 }
 
 // ----- hosts -----
@@ -1139,6 +1166,7 @@ pub(crate) fn nvmf_config(ctx: &TargetContext, with_batches: bool) -> Vec<Value>
         .filter(|s| s.kind() == SubsystemType::Nvme)
         .collect();
     let (mut creates, mut hosts, mut nss, mut listeners) = (vec![], vec![], vec![], vec![]);
+    let mut ns_hosts = vec![];
     for s in &subs {
         let c = s.config();
         let mut p = Map::new();
@@ -1183,6 +1211,10 @@ pub(crate) fn nvmf_config(ctx: &TargetContext, with_batches: bool) -> Vec<Value>
             ns.insert("no_auto_visible".into(), json!(n.no_auto_visible));
             nss.push(json!({"method": "nvmf_subsystem_add_ns",
                             "params": {"nqn": s.nqn(), "namespace": ns}}));
+            for h in &n.visible_hosts {
+                ns_hosts.push(json!({"method": "nvmf_ns_add_host",
+                                     "params": {"nqn": s.nqn(), "nsid": n.nsid, "host": h}}));
+            }
         }
         for l in &c.listeners {
             listeners.push(add_listener_call(s.nqn(), l));
@@ -1194,7 +1226,9 @@ pub(crate) fn nvmf_config(ctx: &TargetContext, with_batches: bool) -> Vec<Value>
             listeners.push(add_listener_call(DISCOVERY_NQN, l));
         }
     }
-    for group in [creates, hosts, nss, listeners] {
+    // SPDK's order: namespaces, then who sees them, then listeners (no host connects to a
+    // namespace before it is hidden from it).
+    for group in [creates, hosts, nss, ns_hosts, listeners] {
         if with_batches {
             out.push(Value::Array(group));
         } else {

@@ -335,6 +335,18 @@ pub const METHODS: &[MethodSpec] = &[
         TGT_T,
         o('T', "timeout-ms", "timeout_ms", Int, "How long to wait for the host's connections to close"),
     ]),
+    m("nvmf_ns_add_host", "Make a namespace added with --no-auto-visible visible to a host", &[
+        NQN,
+        pos(1, "nsid", Int, "Namespace ID").comp(Complete::Nsid),
+        pos(2, "host", Str, "Host NQN (SRP: initiator port id)"),
+        TGT_T,
+    ]),
+    m("nvmf_ns_remove_host", "Hide a namespace added with --no-auto-visible from a host", &[
+        NQN,
+        pos(1, "nsid", Int, "Namespace ID").comp(Complete::Nsid),
+        pos(2, "host", Str, "Host NQN (SRP: initiator port id)").comp(Complete::Host),
+        TGT_T,
+    ]),
     m("nvmf_subsystem_allow_any_host", "Allow any host, or only the listed hosts", &[
         NQN,
         l("allow-any-host", "allow_any_host", Toggle(None), "Allow any host (--no-allow-any-host: only listed hosts)").req(),
