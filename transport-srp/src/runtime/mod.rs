@@ -6,7 +6,8 @@
 //! - `req`: the request engine — SRP_CMD to target-core's SCSI engine
 //!   ([`target_core::scsi_exec`], which runs it on the bdev) and the data and response back,
 //!   task management, aborts.
-//! - `xfer`: RDMA READ / WRITE work requests for one transfer.
+//! - `descriptors`: the initiator's data descriptors as the remote segments of a transfer,
+//!   planned into RDMA READ / WRITE work requests by [`rdma_plumbing::transfer`].
 //!
 //! Per device the poll group has a protection domain, a completion channel, completion queues
 //! (shared by its channels; a new one is created when the reserved capacity runs out), a pool
@@ -14,13 +15,14 @@
 //! receive ring (without SRQ), a ring of response buffers and a fixed array of request slots;
 //! nothing is allocated per I/O.
 //!
-//! Work-request ids carry `kind | channel key | slot | serial`; bdev I/O tags and admission
-//! tokens carry `channel key | slot | serial` (48 bits), the serial changing every time a slot
-//! is reused, so that a stale replay finds nothing.
+//! Work-request ids carry `kind | channel key | slot | serial` (the layout of
+//! [`rdma_plumbing::WrId`]); bdev I/O tags and admission tokens carry `channel key | slot |
+//! serial` (48 bits), the serial changing every time a slot is reused, so that a stale replay
+//! finds nothing.
 
 mod chan;
+mod descriptors;
 mod req;
-mod xfer;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -29,6 +31,7 @@ use fabric::{
     Access, CompChannel, Cq, Device, Mr, Pd, RecvWr, SendWr, SgeList, Srq, WorkCompletion,
 };
 use iobuf::{DmaRegion, IoBuf};
+use rdma_plumbing::{QpnMap, WrId};
 use serde_json::{Value, json};
 use slab::Slab;
 use target_core::bdev::BdevIo;
@@ -56,17 +59,18 @@ mod kind {
     pub const MARKER: u8 = 5;
 }
 
+/// The `wr_id` of a work request of `kind` for `slot` of channel `key`: the shared layout
+/// ([`WrId`]) with the channel and slot as the two halves of its key and the slot's serial (or
+/// the channel's generation) as its generation.
 fn pack(kind: u8, key: u16, slot: u16, serial: u16) -> u64 {
-    u64::from(kind) << 56 | u64::from(key) << 32 | u64::from(slot) << 16 | u64::from(serial)
+    WrId::new(kind, WrId::pair(key, slot), serial).pack()
 }
 
+/// The fields of a `wr_id` made by [`pack`]: `(kind, key, slot, serial)`.
 fn unpack(wr_id: u64) -> (u8, u16, u16, u16) {
-    (
-        (wr_id >> 56) as u8,
-        (wr_id >> 32) as u16,
-        (wr_id >> 16) as u16,
-        wr_id as u16,
-    )
+    let id = WrId::unpack(wr_id);
+    let (key, slot) = id.halves();
+    (id.kind, key, slot, id.generation)
 }
 
 /// A 48-bit token naming a request: bdev I/O tag and admission token.
@@ -176,7 +180,7 @@ pub struct SrpPg {
     devs: Vec<DevCtx>,
     chans: Slab<Chan>,
     by_gid: HashMap<u64, usize>,
-    by_qpn: HashMap<u32, usize>,
+    by_qpn: QpnMap<usize>,
     /// The SCSI execution of this poll group's commands (LU maps, device server).
     scsi: ScsiEngine,
     buf_wait: VecDeque<u64>,
@@ -218,7 +222,7 @@ impl SrpPg {
             devs: Vec::new(),
             chans: Slab::new(),
             by_gid: HashMap::new(),
-            by_qpn: HashMap::new(),
+            by_qpn: QpnMap::default(),
             buf_wait: VecDeque::with_capacity(1024),
             bdev_retry: VecDeque::with_capacity(256),
             waiters: Slab::new(),
