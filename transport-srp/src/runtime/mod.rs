@@ -1,8 +1,8 @@
 //! The SRP data path on one poll group (one reactor): channels, their requests, and the
 //! completion queues, buffers and shared receive queues they use.
 //!
-//! - `chan`: channel setup from a login, IU dispatch, the channel state machine's actions
-//!   (disconnect, drain, release), queries.
+//! - `channel_driver`: channel setup from a login, IU dispatch, carrying out the actions of
+//!   the channel state machine ([`crate::channel`]: disconnect, drain, release), queries.
 //! - `req`: the request engine — SRP_CMD to target-core's SCSI engine
 //!   ([`target_core::scsi_exec`], which runs it on the bdev) and the data and response back,
 //!   task management, aborts.
@@ -20,7 +20,7 @@
 //! serial` (48 bits), the serial changing every time a slot is reused, so that a stale replay
 //! finds nothing.
 
-mod chan;
+mod channel_driver;
 mod descriptors;
 mod req;
 
@@ -42,8 +42,8 @@ use target_core::target::PgCore;
 
 use crate::transport::Shared;
 
-use chan::Chan;
-pub(crate) use chan::NewChannel;
+use channel_driver::Chan;
+pub(crate) use channel_driver::NewChannel;
 
 /// Work-request kinds (top byte of a `wr_id`).
 mod kind {

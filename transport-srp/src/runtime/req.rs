@@ -27,7 +27,7 @@ use target_core::scsi::{self, PROTOCOL_ID_SRP, ScsiIo, Sense, TargetPort};
 use target_core::scsi_exec::{ItNexus, ScsiAction, ScsiCommand, ScsiEngine, ScsiReq};
 use target_core::target::{PgCore, with_transport_pg};
 
-use super::chan::{iu_bytes, srq_bufs};
+use super::channel_driver::{iu_bytes, srq_bufs};
 use super::descriptors::{self, XferError};
 use rdma_plumbing::transfer::RdmaOp;
 

@@ -12,6 +12,7 @@ use fabric::{
     WcStatus, WorkCompletion,
 };
 use iobuf::{DmaRegion, IoBuf};
+use rdma_plumbing::drain;
 use serde_json::{Value, json};
 use target_core::scsi::ScsiStatus;
 use target_core::scsi_exec::ItNexus;
@@ -657,14 +658,8 @@ impl SrpPg {
                     let Some(c) = self.chans.get_mut(key as usize) else {
                         continue;
                     };
-                    let wr = SendWr::rdma_write(
-                        pack(kind::MARKER, key, 0, c.generation()),
-                        SgeList::new(),
-                        0,
-                        0,
-                    );
-                    let ok = c.qp.as_ref().is_some_and(|qp| qp.post_send([&wr]).is_ok());
-                    if !ok {
+                    let wr_id = pack(kind::MARKER, key, 0, c.generation());
+                    if !drain::post_marker(c.qp.as_ref(), wr_id) {
                         tracing::warn!("SRP channel {}: posting the drain marker failed", c.gid);
                         let o = c.sm.handle(Event::MarkerPostFailed);
                         self.run(core, key, o);
