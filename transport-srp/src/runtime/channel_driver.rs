@@ -323,16 +323,16 @@ impl SrpPg {
         };
         let (rq_depth, sq_depth) = limits.queue_depths(credits, o.sq_size);
         let cq_need = sq_depth + rq_depth + 4;
-        let cq = match d.reserve_cq(cq_need) {
+        let cq = match d.cqs.reserve(cq_need) {
             Ok(c) => c,
             Err(e) => return Err((Some(nc.id), res, format!("completion queue: {e}"))),
         };
-        let unreserve = |pg: &mut SrpPg| pg.devs[dev].cqs[cq].reserved -= cq_need;
+        let unreserve = |pg: &mut SrpPg| pg.devs[dev].cqs.release(cq, cq_need);
         let max_sge = d.max_sge.clamp(1, fabric::MAX_SGE as u32);
         let init = QpInit {
             pd: &d.pd,
-            send_cq: &d.cqs[cq].cq,
-            recv_cq: &d.cqs[cq].cq,
+            send_cq: d.cqs.cq(cq),
+            recv_cq: d.cqs.cq(cq),
             srq: d.srq.as_ref().map(|s| &s.srq),
             cap: QpCap {
                 max_send_wr: sq_depth,
@@ -739,10 +739,8 @@ impl SrpPg {
         }
         self.shared.sessions.remove(c.gid);
         core.qpair_removed(Some(c.sub_id), false);
-        if let Some(d) = self.devs.get_mut(c.dev)
-            && let Some(s) = d.cqs.get_mut(c.cq)
-        {
-            s.reserved = s.reserved.saturating_sub(c.cq_reserved);
+        if let Some(d) = self.devs.get_mut(c.dev) {
+            d.cqs.release(c.cq, c.cq_reserved);
         }
         // Queue pair first, then its identifier, then the rings.
         c.qp = None;

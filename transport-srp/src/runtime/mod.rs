@@ -27,11 +27,9 @@ mod req;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use fabric::{
-    Access, CompChannel, Cq, Device, Mr, Pd, RecvWr, SendWr, SgeList, Srq, WorkCompletion,
-};
+use fabric::{Access, Device, Mr, Pd, RecvWr, SendWr, SgeList, Srq, WorkCompletion};
 use iobuf::{DmaRegion, IoBuf};
-use rdma_plumbing::{QpnMap, WrId};
+use rdma_plumbing::{CompletionQueues, QpnMap, WrId};
 use serde_json::{Value, json};
 use slab::Slab;
 use target_core::bdev::BdevIo;
@@ -91,12 +89,6 @@ pub(crate) enum RecvRef {
     Srq(u16),
 }
 
-struct CqSlot {
-    cq: Cq,
-    cap: u32,
-    reserved: u32,
-}
-
 struct SrqCtx {
     srq: Srq,
     mr: Mr,
@@ -109,10 +101,9 @@ struct SrqCtx {
 struct DevCtx {
     device: Device,
     pd: Pd,
-    comp: CompChannel,
-    cqs: Vec<CqSlot>,
-    cq_size: u32,
-    armed: bool,
+    /// The completion channel and completion queues (a new queue when the reserved room runs
+    /// out).
+    cqs: CompletionQueues,
     data_mr: Mr,
     data_free: Vec<IoBuf>,
     data_total: usize,
@@ -121,27 +112,9 @@ struct DevCtx {
     max_sge: u32,
     max_rd_atom: u8,
     max_init_rd_atom: u8,
-    completions: u64,
 }
 
 impl DevCtx {
-    /// Reserves room for `n` completions on one of the device's completion queues.
-    fn reserve_cq(&mut self, n: u32) -> Result<usize, fabric::FabricError> {
-        if let Some(i) = self.cqs.iter().position(|c| c.cap - c.reserved >= n) {
-            self.cqs[i].reserved += n;
-            return Ok(i);
-        }
-        let cap = self.cq_size.max(n);
-        let cq = self.device.create_cq(cap, Some(&self.comp))?;
-        let cap = cq.cqe().max(cap);
-        self.cqs.push(CqSlot {
-            cq,
-            cap,
-            reserved: n,
-        });
-        Ok(self.cqs.len() - 1)
-    }
-
     fn post_srq(&mut self, slot: u16) {
         let Some(s) = self.srq.as_mut() else {
             return;
@@ -255,8 +228,7 @@ impl SrpPg {
         let pd = device
             .alloc_pd()
             .map_err(|e| err("protection domain", &e))?;
-        let comp = device
-            .create_comp_channel()
+        let cqs = CompletionQueues::growing(&device, attr.max_cqe.clamp(64, 16384))
             .map_err(|e| err("completion channel", &e))?;
         let unit = o.io_unit_size as usize;
         let count = o.num_shared_buffers as usize;
@@ -295,23 +267,19 @@ impl SrpPg {
         } else {
             None
         };
-        core.watch_fd(comp.fd());
+        core.watch_fd(cqs.fd());
         let mut d = DevCtx {
-            cq_size: attr.max_cqe.clamp(64, 16384),
             max_qp_wr: attr.max_qp_wr,
             max_sge: attr.max_sge,
             max_rd_atom: attr.max_qp_rd_atom.min(255) as u8,
             max_init_rd_atom: attr.max_qp_init_rd_atom.min(255) as u8,
             device,
             pd,
-            comp,
-            cqs: Vec::new(),
-            armed: false,
+            cqs,
             data_mr,
             data_total: data_free.len(),
             data_free,
             srq,
-            completions: 0,
         };
         if let Some(n) = d.srq.as_ref().map(|s| s.bufs.len()) {
             for slot in 0..n {
@@ -334,33 +302,15 @@ impl SrpPg {
         let mut total = 0;
         let mut wcs = std::mem::take(&mut self.wcs);
         for d in 0..self.devs.len() {
-            if self.devs[d].armed {
-                self.devs[d].armed = false;
-                loop {
-                    match self.devs[d].comp.get_event() {
-                        Ok(Some(_)) => {}
-                        Ok(None) => break,
-                        Err(e) => {
-                            tracing::error!("SRP: completion channel: {e}");
-                            break;
-                        }
-                    }
+            loop {
+                let n = self.devs[d].cqs.poll(&mut wcs);
+                for wc in &wcs[..n] {
+                    self.on_wc(core, d, *wc);
                 }
-            }
-            let mut c = 0;
-            while c < self.devs.get(d).map_or(0, |x| x.cqs.len()) {
-                loop {
-                    let n = self.devs[d].cqs[c].cq.poll(&mut wcs);
-                    for wc in &wcs[..n] {
-                        self.on_wc(core, d, *wc);
-                    }
-                    total += n;
-                    self.devs[d].completions += n as u64;
-                    if n < wcs.len() {
-                        break;
-                    }
+                total += n;
+                if n < wcs.len() {
+                    break;
                 }
-                c += 1;
             }
         }
         self.wcs = wcs;
@@ -404,8 +354,8 @@ impl SrpPg {
             .map(|d| {
                 json!({
                     "name": d.device.name(),
-                    "completion_queues": d.cqs.len(),
-                    "completions": d.completions,
+                    "completion_queues": d.cqs.queues(),
+                    "completions": d.cqs.counters().completions,
                     "free_data_buffers": d.data_free.len(),
                     "total_data_buffers": d.data_total,
                     "srq_posted": d.srq.as_ref().map_or(0, |s| s.posted),
@@ -447,16 +397,14 @@ impl TransportPollGroup for SrpPg {
 
     fn arm(&mut self, core: &mut PgCore) -> bool {
         self.flush_sends(core);
+        let mut pending = false;
         for d in &mut self.devs {
-            for c in &d.cqs {
-                if let Err(e) = c.cq.req_notify(false) {
-                    tracing::error!("SRP: arming a completion queue failed: {e}");
-                }
+            match d.cqs.arm() {
+                Ok(found) => pending |= found,
+                Err(e) => tracing::error!("SRP: arming a completion queue failed: {e}"),
             }
-            d.armed = true;
         }
-        let n = self.poll_cqs(core);
-        n > 0 || !self.bdev_retry.is_empty() || self.closing > 0
+        pending || !self.bdev_retry.is_empty() || self.closing > 0
     }
 
     fn resume_request(&mut self, core: &mut PgCore, token: u64) {
