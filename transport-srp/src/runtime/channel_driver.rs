@@ -12,6 +12,7 @@ use fabric::{
     WcStatus, WorkCompletion,
 };
 use iobuf::{DmaRegion, IoBuf};
+use rdma_plumbing::cm::CmNotice;
 use rdma_plumbing::drain;
 use serde_json::{Value, json};
 use target_core::scsi::ScsiStatus;
@@ -29,7 +30,6 @@ use crate::proto::{
     CredReq, LoginReq, MultiChannelResult, RejectReason, SrpRsp, TLogout, Tag, TmResponse, opcode,
 };
 use crate::sessions::{AcceptError, Gid};
-use crate::transport::CmSignal;
 
 /// Request slots beyond the credits: a response returns its credit before its SEND
 /// completion frees the slot, so a fast initiator may reuse the credit first.
@@ -523,20 +523,22 @@ impl SrpPg {
     }
 
     /// A CM event for channel `gid`.
-    pub(crate) fn cm_event(&mut self, core: &mut PgCore, gid: Gid, sig: CmSignal) {
+    pub(crate) fn cm_event(&mut self, core: &mut PgCore, gid: Gid, sig: CmNotice) {
         let Some(&key) = self.by_gid.get(&gid) else {
             return;
         };
         let ev = match sig {
-            CmSignal::Established => Event::Established,
-            CmSignal::Disconnected => Event::Disconnected,
-            CmSignal::TimewaitExit => Event::TimewaitExit,
-            CmSignal::Rejected => Event::Rejected,
-            CmSignal::ConnectError => Event::ConnectError,
-            CmSignal::DeviceRemoval => Event::DeviceRemoval,
+            CmNotice::Established => Event::Established,
+            CmNotice::Disconnected => Event::Disconnected,
+            CmNotice::TimewaitExit => Event::TimewaitExit,
+            CmNotice::Rejected => Event::Rejected,
+            CmNotice::ConnectError => Event::ConnectError,
+            CmNotice::DeviceRemoval => Event::DeviceRemoval,
+            // Not forwarded by the acceptor; nothing for a channel to do.
+            CmNotice::AddrChange => return,
         };
         tracing::debug!("SRP channel {gid}: CM {sig:?}");
-        if sig != CmSignal::Established {
+        if sig != CmNotice::Established {
             self.shared.sessions.closing(gid);
         }
         let out = self.chans[key].sm.handle(ev);
