@@ -333,7 +333,7 @@ impl SrpPg {
             pd: &d.pd,
             send_cq: d.cqs.cq(cq),
             recv_cq: d.cqs.cq(cq),
-            srq: d.srq.as_ref().map(|s| &s.srq),
+            srq: d.srq.as_ref().map(|s| s.srq.srq()),
             cap: QpCap {
                 max_send_wr: sq_depth,
                 max_recv_wr: if srq { 0 } else { rq_depth },
@@ -788,7 +788,7 @@ impl SrpPg {
         wc: WorkCompletion,
     ) {
         if let Some(s) = self.devs.get_mut(dev).and_then(|d| d.srq.as_mut()) {
-            s.posted = s.posted.saturating_sub(1);
+            s.srq.completed();
         }
         let key = self.by_qpn.get(&wc.qp_num).copied();
         match (wc.status.is_success(), key) {

@@ -27,9 +27,10 @@ mod req;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use fabric::{Access, Device, Mr, Pd, RecvWr, SendWr, SgeList, Srq, WorkCompletion};
+use fabric::{Access, Device, Mr, Pd, RecvWr, SendWr, SgeList, WorkCompletion};
 use iobuf::{DmaRegion, IoBuf};
-use rdma_plumbing::{CompletionQueues, QpnMap, WrId};
+use rdma_plumbing::srq::Flushed;
+use rdma_plumbing::{CompletionQueues, QpnMap, SharedRecvQueue, WrId};
 use serde_json::{Value, json};
 use slab::Slab;
 use target_core::bdev::BdevIo;
@@ -89,12 +90,12 @@ pub(crate) enum RecvRef {
     Srq(u16),
 }
 
+/// A device's shared receive queue on the poll group, with its receive buffers (slot = index).
 struct SrqCtx {
-    srq: Srq,
+    srq: SharedRecvQueue,
     mr: Mr,
     bufs: Vec<Option<IoBuf>>,
     len: u32,
-    posted: u32,
 }
 
 /// What a poll group keeps per RDMA device.
@@ -115,6 +116,7 @@ struct DevCtx {
 }
 
 impl DevCtx {
+    /// Queues shared receive buffer `slot` for the next [`DevCtx::flush_srq`].
     fn post_srq(&mut self, slot: u16) {
         let Some(s) = self.srq.as_mut() else {
             return;
@@ -126,9 +128,21 @@ impl DevCtx {
             pack(kind::SRQ, 0, slot, 0),
             SgeList::one(s.mr.sge(b.base_addr(), s.len)),
         );
-        match s.srq.post_recv([&wr]) {
-            Ok(()) => s.posted += 1,
-            Err(e) => tracing::error!("SRP: posting a shared receive failed: {e}"),
+        s.srq.push(wr);
+    }
+
+    /// Posts the shared receives queued since the last flush (one doorbell). A refused one
+    /// keeps its buffer in its slot, unposted, as a refused single post did.
+    fn flush_srq(&mut self) {
+        let Some(s) = self.srq.as_mut() else {
+            return;
+        };
+        if let Some(Flushed {
+            error: Some(e),
+            posted,
+        }) = s.srq.flush(|_| {})
+        {
+            tracing::error!("SRP: posting shared receives failed after {posted}: {e}");
         }
     }
 }
@@ -244,9 +258,8 @@ impl SrpPg {
                 .min(u32::from(u16::MAX));
             let len = o.max_req_size;
             let slot = (len as usize).next_multiple_of(64);
-            let srq = pd
-                .create_srq(n, 1)
-                .map_err(|e| err("shared receive queue", &e))?;
+            let srq =
+                SharedRecvQueue::new(&pd, n, 1).map_err(|e| err("shared receive queue", &e))?;
             let region = DmaRegion::new(slot * n as usize).map_err(|e| err("SRQ buffers", &e))?;
             let mr = pd
                 .register(&region, Access::LOCAL_WRITE)
@@ -257,13 +270,7 @@ impl SrpPg {
                 .into_iter()
                 .map(Some)
                 .collect();
-            Some(SrqCtx {
-                srq,
-                mr,
-                bufs,
-                len,
-                posted: 0,
-            })
+            Some(SrqCtx { srq, mr, bufs, len })
         } else {
             None
         };
@@ -285,6 +292,7 @@ impl SrpPg {
             for slot in 0..n {
                 d.post_srq(slot as u16);
             }
+            d.flush_srq();
         }
         tracing::info!(
             "SRP poll group {}: device {name} ready ({} data buffers of {} KiB{})",
@@ -341,6 +349,16 @@ impl SrpPg {
         }
     }
 
+    /// Rings the doorbells of what the poll batched: shared receives first, so that a receive
+    /// is posted before the response whose credit lets the initiator use it, then each
+    /// channel's sends.
+    fn doorbells(&mut self, core: &mut PgCore) {
+        for d in &mut self.devs {
+            d.flush_srq();
+        }
+        self.flush_sends(core);
+    }
+
     /// Data buffers of device `dev` free.
     fn free_bufs(&self, dev: usize) -> usize {
         self.devs.get(dev).map_or(0, |d| d.data_free.len())
@@ -358,7 +376,7 @@ impl SrpPg {
                     "completions": d.cqs.counters().completions,
                     "free_data_buffers": d.data_free.len(),
                     "total_data_buffers": d.data_total,
-                    "srq_posted": d.srq.as_ref().map_or(0, |s| s.posted),
+                    "srq_posted": d.srq.as_ref().map_or(0, |s| s.srq.posted()),
                     "srq_size": d.srq.as_ref().map_or(0, |s| s.bufs.len()),
                 })
             })
@@ -391,12 +409,12 @@ impl TransportPollGroup for SrpPg {
         if self.closing > 0 {
             self.check_deadlines(core);
         }
-        self.flush_sends(core);
+        self.doorbells(core);
         n
     }
 
     fn arm(&mut self, core: &mut PgCore) -> bool {
-        self.flush_sends(core);
+        self.doorbells(core);
         let mut pending = false;
         for d in &mut self.devs {
             match d.cqs.arm() {
@@ -409,7 +427,7 @@ impl TransportPollGroup for SrpPg {
 
     fn resume_request(&mut self, core: &mut PgCore, token: u64) {
         self.resume(core, token);
-        self.flush_sends(core);
+        self.doorbells(core);
     }
 
     fn disconnect_subsystem(&mut self, core: &mut PgCore, subsystem: u32) {
