@@ -35,7 +35,7 @@ use super::{RecvRef, SrpPg, Waiter, kind, pack, token, untoken};
 use crate::channel::Event;
 use crate::nexus::NexusKey;
 use crate::proto::{DataDesc, Residual, SrpCmd, SrpRsp, Tag, TmResponse, TskMgmt};
-use crate::tm::{self, AbortScope, TmPlan};
+use crate::task_management::{self as tm, AbortScope, TmPlan};
 
 /// Where a request is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
