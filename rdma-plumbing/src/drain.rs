@@ -114,6 +114,7 @@ pub fn post_marker(qp: Option<&Qp>, wr_id: u64) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::orders::for_each as for_each_order;
 
     #[derive(Clone, Copy, Debug)]
     enum Ev {
@@ -121,23 +122,6 @@ mod tests {
         Marker,
         Recvs,
         Timeout,
-    }
-
-    fn permutations(items: &[Ev], f: &mut impl FnMut(&[Ev])) {
-        fn rec(cur: &mut Vec<Ev>, rest: &mut Vec<Ev>, f: &mut impl FnMut(&[Ev])) {
-            if rest.is_empty() {
-                f(cur);
-                return;
-            }
-            for i in 0..rest.len() {
-                let x = rest.remove(i);
-                cur.push(x);
-                rec(cur, rest, f);
-                cur.pop();
-                rest.insert(i, x);
-            }
-        }
-        rec(&mut Vec::new(), &mut items.to_vec(), f);
     }
 
     #[test]
@@ -148,7 +132,7 @@ mod tests {
                 if with_timeout {
                     evs.push(Ev::Timeout);
                 }
-                permutations(&evs, &mut |order| {
+                for_each_order(&evs, &mut |order| {
                     let mut d = Drain::new(own);
                     let (mut started, mut marker, mut recvs) = (false, false, !own);
                     let mut starts = 0;

@@ -12,6 +12,7 @@
 //!   zero-length RDMA WRITE marker, receive flushes, a watchdog), sans-I/O.
 //! - [`cm`]: the connection-manager event poller's classification of events, the table of
 //!   which poll group owns a connection, and the message that takes work to that poll group.
+//! - [`orders`]: every order of a set of events, for the permutation tests of teardown.
 //! - [`env`](mod@env): the fabric provider a transport finds in its [`target_core::registry::TransportEnv`].
 //!
 //! Layering: transports → `rdma-plumbing` → `fabric` (verbs, RDMA CM) → `iobuf`. The plumbing
@@ -22,6 +23,7 @@ pub mod cm;
 pub mod completions;
 pub mod drain;
 pub mod env;
+pub mod orders;
 pub mod qpn;
 pub mod srq;
 pub mod transfer;

@@ -1,4 +1,5 @@
 use super::*;
+use rdma_plumbing::orders::for_each as for_each_order;
 
 use Action as A;
 
@@ -104,23 +105,6 @@ enum Ev {
     Recv,
     /// The watchdog.
     Timeout,
-}
-
-fn permutations(items: &[Ev], f: &mut impl FnMut(&[Ev])) {
-    fn rec(cur: &mut Vec<Ev>, rest: &mut Vec<Ev>, f: &mut impl FnMut(&[Ev])) {
-        if rest.is_empty() {
-            f(cur);
-            return;
-        }
-        for i in 0..rest.len() {
-            let x = rest.remove(i);
-            cur.push(x);
-            rec(cur, rest, f);
-            cur.pop();
-            rest.insert(i, x);
-        }
-    }
-    rec(&mut Vec::new(), &mut items.to_vec(), f);
 }
 
 #[derive(Default)]
@@ -257,7 +241,7 @@ fn every_order_of_teardown_events() {
     ];
     let mut n = 0;
     for own in [false, true] {
-        permutations(&steps, &mut |o| {
+        for_each_order(&steps, &mut |o| {
             run(o, own);
             n += 1;
         });

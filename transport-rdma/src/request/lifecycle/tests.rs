@@ -1,4 +1,5 @@
 use super::*;
+use rdma_plumbing::orders::for_each as for_each_order;
 
 use Event as E;
 use State as S;
@@ -357,23 +358,6 @@ enum Ev {
     Marker,
 }
 
-fn permutations(items: &[Ev], f: &mut impl FnMut(&[Ev])) {
-    fn rec(cur: &mut Vec<Ev>, rest: &mut Vec<Ev>, f: &mut impl FnMut(&[Ev])) {
-        if rest.is_empty() {
-            f(cur);
-            return;
-        }
-        for i in 0..rest.len() {
-            let x = rest.remove(i);
-            cur.push(x);
-            rec(cur, rest, f);
-            cur.pop();
-            rest.insert(i, x);
-        }
-    }
-    rec(&mut Vec::new(), &mut items.to_vec(), f);
-}
-
 /// Drives a request from `start` through `order`, feeding each event only when the world
 /// could produce it (a READ completes only if posted and not yet completed; the marker only
 /// after the close; the bdev I/O only while it is out; the SEND only once posted), and
@@ -483,7 +467,7 @@ fn every_order_of_close_completions_and_marker() {
         S::Queued,
         S::Busy,
     ] {
-        permutations(
+        for_each_order(
             &[
                 Ev::Close,
                 Ev::ReadDone,
@@ -504,7 +488,7 @@ fn every_order_of_close_completions_and_marker() {
 #[test]
 fn every_order_ends_freed_once_the_world_settles() {
     // After any order, the close and the marker (and what is still out) free the request.
-    permutations(
+    for_each_order(
         &[Ev::ReadDone, Ev::IoBack, Ev::SendDone, Ev::Close],
         &mut |o| {
             // Every state a request rests in (the driver's own states never outlive a call).
