@@ -1,7 +1,7 @@
 //! Fault injection on the NVMe/RDMA path over the simulated fabric: a host that disappears at
-//! every step of connecting, completions delayed or lost, queue pairs failing in the middle of
-//! I/O, memory registrations failing, buffer pools running dry, and a host that stops sending
-//! Keep Alive with I/O in flight.
+//! every step of connecting, completions delayed or lost (a drain marker's too), queue pairs
+//! failing in the middle of I/O, memory registrations failing, buffer pools running dry, and a
+//! host that stops sending Keep Alive with I/O in flight.
 //!
 //! Every case checks the same things: a witness host on another subsystem keeps doing verified
 //! I/O (the target keeps serving other hosts and nothing touched their data), no completion
@@ -338,6 +338,62 @@ fn delayed_and_lost_completions() {
     ledger.expect(dropped(1), "an RDMA READ completion lost on the target");
     witness.verify();
     println!("completion faults applied: {:?}", ledger.total());
+}
+
+/// The drain timeouts counted by the RDMA transport on every poll group.
+fn drain_timeouts(e: &NvmfEnv) -> u64 {
+    let stats = e.t.rt.block_on(e.t.target.stats());
+    stats["poll_groups"]
+        .as_array()
+        .expect("poll groups")
+        .iter()
+        .flat_map(|g| g["transports"].as_array().cloned().unwrap_or_default())
+        .filter(|t| t["trtype"] == "RDMA")
+        .map(|t| t["drain_timeouts"].as_u64().expect("drain_timeouts"))
+        .sum()
+}
+
+#[test]
+fn a_draining_queue_pair_whose_marker_never_completes_is_destroyed_by_the_watchdog() {
+    // The zero-length RDMA WRITE marker's completion is the last of a closing queue pair's
+    // send queue. If the adapter never delivers it, nothing else ends the drain: the
+    // watchdog must (the queue pair destroyed, its requests and receives released).
+    let e = NvmfEnv::new(1, json!({}));
+    e.subsystem(NQN, true, 8192, 512);
+    let mut witness = NvmfWitness::new(&e);
+    let wq: Vec<u32> = e.target_queue_pairs().into_iter().map(|(_, n)| n).collect();
+    let base = nvmf_snapshot(&e);
+    let mut ledger = FaultLedger::new(&e.t.net);
+    let mut c = e.connect(e.opts(NQN)).expect("connect");
+    let tq = target_qpn(&e, 1, &wq);
+    write_read_verify(&mut c.io[0], &workload(31, 0), Mode::Keyed).expect("I/O");
+    assert_no_stray(&c, "before the teardown");
+    // Nothing is outstanding on the I/O queue pair: its next send completion is the drain
+    // marker's flush, and it is lost.
+    e.t.net
+        .faults()
+        .drop_completion(CompletionMatch::qp(tq).send());
+    let t0 = Instant::now();
+    c.shutdown().expect("shutdown");
+    nvmf_wait_back(&e, &base, WAIT, "a drain marker lost on the target");
+    assert!(
+        t0.elapsed() >= Duration::from_secs(2),
+        "destroyed after {:?}: before the watchdog could have fired",
+        t0.elapsed()
+    );
+    ledger.expect(dropped(1), "the drain marker's completion lost");
+    assert_eq!(drain_timeouts(&e), 1);
+    witness.verify();
+    // The poll group serves the next host.
+    let mut c = e.connect(e.opts(NQN)).expect("connect again");
+    write_read_verify(&mut c.io[0], &workload(32, 0), Mode::Keyed).expect("I/O again");
+    c.shutdown().expect("shutdown");
+    nvmf_wait_back(&e, &base, WAIT, "the next host");
+    assert_eq!(
+        drain_timeouts(&e),
+        1,
+        "a drain that completes needs no watchdog"
+    );
 }
 
 /// A subsystem exporting a gated bdev (I/O parks while the gate is closed).

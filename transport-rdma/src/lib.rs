@@ -1,18 +1,29 @@
 //! rtgt NVMe-oF RDMA transport, registered as `RDMA`.
 //!
 //! - [`opts`]: SPDK's RDMA option set and defaults, decoded relaxed, dumped in SPDK's order.
-//! - `acceptor`: the RDMA CM event channel, listeners, and a poller on reactor 0 that checks
-//!   each connect request's NVMe/RDMA private data ([`cm_data`]) and hands the connection to a
-//!   poll group (admin queues round-robin, I/O queues to the least loaded group).
-//! - `pg` ([`RdmaPg`]): per reactor, a completion queue per device (watched through a completion
-//!   channel) with a shared receive queue (or per-queue-pair receive queues with `no_srq`),
-//!   queue pairs, and the request state machine: need buffer → RDMA READ from host → execute
-//!   (the exec layer, [`target_core::nvme_exec`]) → RDMA WRITE to host → SEND, with requests waiting
-//!   for buffers or send-queue space replayed in SPDK's fixed order, work requests batched per
-//!   poll, and teardown that drains before freeing anything.
-//! - `res` / `wr`: preallocated receives (64-byte command buffer + separate aligned in-capsule
-//!   buffer), requests (response buffer, bdev I/O), and RDMA READ/WRITE planning over keyed
-//!   SGLs.
+//! - [`cm_data`]: the NVMe/RDMA private data of connect requests, accepts and rejects.
+//! - `transport`: the transport object — the fabric's devices with their protection domains
+//!   and the registered shared buffer pools.
+//! - `listener`: the RDMA CM event channel, listeners, and a poller on reactor 0 that checks
+//!   each connect request's private data and hands the connection to a poll group (admin
+//!   queues round-robin, I/O queues to the least loaded group).
+//! - `poll_group` ([`RdmaPg`]): per reactor, the poll: completions, replays in SPDK's fixed
+//!   order, drain watchdogs, one doorbell per queue (`post`).
+//! - `device`: a poll group's poller of one device — completion queue (watched through a
+//!   completion channel) and shared receive queue (or per-queue-pair receive queues with
+//!   `no_srq`).
+//! - `accept`: a connection's queue pair created and accepted on its poll group.
+//! - `qpair`: queue pairs and their lifecycle (`qpair::lifecycle`, sans-I/O): LIVE → CLOSING
+//!   (disconnect, drain with a marker and a watchdog, requests closed) → DESTROYED.
+//! - `request`: requests and their lifecycle (`request::lifecycle`, sans-I/O, SPDK's request
+//!   states): need buffer → RDMA READ from host → execute (the exec layer,
+//!   [`target_core::nvme_exec`]) → RDMA WRITE to host → SEND, driven by one function.
+//! - `resources`: preallocated receives (64-byte command buffer + separate aligned in-capsule
+//!   buffer) and requests (response buffer, bdev I/O), and the work-request kinds.
+//! - `stats`: `nvmf_get_stats` counters and resource counts.
+//!
+//! What both RDMA transports share (the transfer planner, work-request ids, completion
+//! queues, shared receive queues, the drain, CM event routing) is [`rdma_plumbing`].
 //!
 //! Data buffers come from two shared pools registered with every device (8 KiB and 128 KiB
 //! buffers), cached per poll group. The data path allocates nothing and takes no lock: the
@@ -22,13 +33,19 @@
 pub mod cm_data;
 pub mod opts;
 
-mod acceptor;
-mod pg;
-mod res;
+mod accept;
+mod device;
+mod listener;
+mod poll_group;
+mod post;
+mod qpair;
+mod request;
+mod resources;
+mod stats;
 mod transport;
-mod wr;
 
-pub use pg::{DevStats, PgResources, RdmaPg};
+pub use poll_group::RdmaPg;
+pub use stats::{DevStats, PgResources};
 pub use transport::{PoolCounts, RdmaTransport};
 
 use target_core::registry::{JsonType, TransportAttr, TransportOps};

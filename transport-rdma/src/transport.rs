@@ -1,5 +1,5 @@
 //! The transport object: options, the fabric's devices with their protection domains and the
-//! registered shared buffer pools, the acceptor, and the [`Transport`] implementation.
+//! registered shared buffer pools, the listener, and the [`Transport`] implementation.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -19,9 +19,9 @@ use target_core::registry::{
 };
 use target_core::target::{AdrFam, ListenAddr, PgCore, Target, with_transport_pg};
 
-use crate::acceptor::Acceptor;
+use crate::listener::Listener;
 use crate::opts::{LARGE_BUF_SIZE, RdmaOpts, SMALL_BUF_SIZE};
-use crate::pg::RdmaPg;
+use crate::poll_group::RdmaPg;
 
 /// Largest region a buffer pool is carved from (fewer, larger registrations).
 const POOL_REGION_MAX: usize = 64 << 20;
@@ -48,8 +48,8 @@ impl DevCtx {
     }
 }
 
-/// State shared by the transport object, its acceptor and its poll groups.
-pub(crate) struct Shared {
+/// State shared by the transport object, its listener and its poll groups.
+pub(crate) struct RdmaShared {
     pub opts: RdmaOpts,
     pub index: usize,
     pub info: TransportInfo,
@@ -59,7 +59,7 @@ pub(crate) struct Shared {
     pub large: Arc<BufPool>,
     pub reactors: Reactors,
     pub target: Weak<Target>,
-    /// Which poll group owns a connection, by CM identifier handle (the acceptor routes
+    /// Which poll group owns a connection, by CM identifier handle (the listener routes
     /// connection events with it; poll groups remove their entries).
     pub routes: Mutex<HashMap<u64, usize>>,
     /// Which poll group owns a queue pair, by (device index, queue pair number), for the
@@ -67,7 +67,7 @@ pub(crate) struct Shared {
     pub qp_routes: Mutex<HashMap<(usize, u32), usize>>,
 }
 
-impl Shared {
+impl RdmaShared {
     /// The index of `device` among the transport's devices.
     pub fn device_index(&self, device: &Device) -> Option<usize> {
         self.devices.iter().position(|d| d.device == *device)
@@ -76,8 +76,8 @@ impl Shared {
 
 /// The NVMe-oF RDMA transport.
 pub struct RdmaTransport {
-    shared: Arc<Shared>,
-    acceptor: Arc<Acceptor>,
+    shared: Arc<RdmaShared>,
+    listener: Arc<Listener>,
 }
 
 impl std::fmt::Debug for RdmaTransport {
@@ -111,11 +111,7 @@ fn disconnect_queue(ctx: &mut ReactorCtx, transport: usize, key: u64) {
 /// Creates the transport (`TransportOps::create`).
 pub(crate) fn create(ctx: TransportContext, params: &TransportParams) -> CreateResult {
     let opts = RdmaOpts::decode(params)?;
-    let provider = ctx.env.get::<fabric::Provider>().cloned().ok_or_else(|| {
-        TransportError::Fabric("no RDMA fabric provider was set up for the transports".into())
-    })?;
-    let fabric = Fabric::open(provider)
-        .map_err(|e| TransportError::Fabric(format!("cannot open the RDMA fabric: {e}")))?;
+    let fabric = rdma_plumbing::env::open_fabric(&ctx.env)?;
     let devices = fabric
         .devices()
         .map_err(|e| TransportError::Fabric(format!("cannot list RDMA devices: {e}")))?;
@@ -180,7 +176,7 @@ pub(crate) fn create(ctx: TransportContext, params: &TransportParams) -> CreateR
         admin_max_len: LARGE_BUF_SIZE as u32,
         disconnect: disconnect_queue,
     };
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(RdmaShared {
         opts,
         index: ctx.index,
         info,
@@ -193,13 +189,13 @@ pub(crate) fn create(ctx: TransportContext, params: &TransportParams) -> CreateR
         routes: Mutex::new(HashMap::new()),
         qp_routes: Mutex::new(HashMap::new()),
     });
-    let acceptor = Acceptor::start(Arc::clone(&shared))?;
+    let listener = Listener::start(Arc::clone(&shared))?;
     tracing::info!(
         devices = ?shared.devices.iter().map(|d| d.name.as_str()).collect::<Vec<_>>(),
         fabric = shared.fabric.name(),
         "RDMA transport created"
     );
-    Ok(Arc::new(RdmaTransport { shared, acceptor }))
+    Ok(Arc::new(RdmaTransport { shared, listener }))
 }
 
 impl RdmaTransport {
@@ -257,11 +253,11 @@ impl Transport for RdmaTransport {
     }
 
     fn listen(&self, addr: &ListenAddr) -> Result<(), TransportError> {
-        self.acceptor.listen(addr)
+        self.listener.listen(addr)
     }
 
     fn stop_listen(&self, addr: &ListenAddr) -> Result<(), TransportError> {
-        self.acceptor.stop_listen(addr)
+        self.listener.stop_listen(addr)
     }
 
     fn poll_group_create(
@@ -272,11 +268,11 @@ impl Transport for RdmaTransport {
     }
 
     fn choose_poll_group(&self, admin: bool, loads: &[PollGroupLoad]) -> usize {
-        self.acceptor.choose(admin, loads)
+        self.listener.choose(admin, loads)
     }
 
     fn destroy(&self) {
-        self.acceptor.stop();
+        self.listener.stop();
         tracing::info!("RDMA transport destroyed");
     }
 

@@ -7,7 +7,7 @@
 //! - [`nexus`]: channel grouping per (initiator port, target port) and the multi-channel rules.
 //! - [`channel`]: the per-channel state machine (CONNECTING → LIVE → DISCONNECTING → DRAINING →
 //!   DISCONNECTED) and credit accounting.
-//! - [`tm`]: task management planning.
+//! - [`task_management`]: task management planning.
 //!
 //! The runtime drives them on the target's reactors:
 //!
@@ -71,7 +71,7 @@ pub mod port_id;
 pub mod proto;
 mod runtime;
 pub mod sessions;
-pub mod tm;
+pub mod task_management;
 pub mod transport;
 
 pub use opts::SrpOpts;

@@ -13,8 +13,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use fabric::{CmEventKind, CmId, ConnectRequest, EventChannel, Fabric};
+use fabric::{CmId, ConnectRequest, EventChannel};
 use parking_lot::Mutex;
+use rdma_plumbing::cm::{self, CmInput, CmNotice};
 use serde_json::{Value, json};
 use target_core::reactor::{PollStatus, PollerId, ReactorCtx, Reactors};
 use target_core::registry::{
@@ -22,7 +23,7 @@ use target_core::registry::{
     TransportOps, TransportParams, TransportPollGroup,
 };
 use target_core::target::{
-    AdrFam, ListenAddr, PgCore, Subsystem, SubsystemState, SubsystemType, Target, with_transport_pg,
+    AdrFam, ListenAddr, PgCore, Subsystem, SubsystemState, SubsystemType, Target,
 };
 
 use crate::channel::CloseReason;
@@ -95,23 +96,6 @@ target_core::register_transport!(
     }
 );
 
-/// A connection-manager event forwarded to the poll group that owns the connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum CmSignal {
-    /// RTU received.
-    Established,
-    /// DREQ received, or our DREQ answered / timed out.
-    Disconnected,
-    /// TimeWait is over.
-    TimewaitExit,
-    /// The initiator rejected our REP.
-    Rejected,
-    /// The connection never completed.
-    ConnectError,
-    /// The device is going away.
-    DeviceRemoval,
-}
-
 struct Listener {
     addr: ListenAddr,
     id: CmId,
@@ -156,14 +140,7 @@ impl Shared {
         pg: usize,
         f: impl FnOnce(&mut SrpPg, &mut PgCore) + Send + 'static,
     ) -> bool {
-        let index = self.index;
-        self.reactors
-            .send_ctrl(pg, move |rctx| {
-                if with_transport_pg::<SrpPg, _>(rctx, index, f).is_none() {
-                    tracing::debug!("SRP: poll group {pg} is gone; message dropped");
-                }
-            })
-            .is_ok()
+        cm::to_poll_group::<SrpPg>(&self.reactors, self.index, pg, f)
     }
 
     /// Asks the owner of channel `gid` to close it.
@@ -185,11 +162,7 @@ impl std::fmt::Debug for SrpTransport {
 
 fn create(ctx: TransportContext, params: &TransportParams) -> CreateResult {
     let opts = SrpOpts::decode(params)?;
-    let provider = ctx.env.get::<fabric::Provider>().cloned().ok_or_else(|| {
-        TransportError::Fabric("no RDMA fabric provider was set up for the transports".into())
-    })?;
-    let fabric = Fabric::open(provider)
-        .map_err(|e| TransportError::Fabric(format!("cannot open the RDMA fabric: {e}")))?;
+    let fabric = rdma_plumbing::env::open_fabric(&ctx.env)?;
     let events = fabric
         .create_event_channel()
         .map_err(|e| TransportError::Fabric(format!("cannot create a CM event channel: {e}")))?;
@@ -367,40 +340,20 @@ fn acceptor_poll(shared: &Arc<Shared>, _rctx: &mut ReactorCtx) -> PollStatus {
     if shared.stopped.load(Ordering::Acquire) {
         return PollStatus::Idle;
     }
-    let mut n = 0;
-    while n < 32 {
-        let ev = match shared.events.get_event() {
-            Ok(Some(ev)) => ev,
-            Ok(None) => break,
-            Err(e) => {
-                tracing::error!("SRP acceptor: reading CM events failed: {e}");
-                break;
-            }
-        };
-        n += 1;
-        let sig = match ev.kind {
-            CmEventKind::ConnectRequest(req) => {
-                login_request(shared, ev.id, *req);
-                continue;
-            }
-            CmEventKind::Established { .. } => CmSignal::Established,
-            CmEventKind::Disconnected => CmSignal::Disconnected,
-            CmEventKind::TimewaitExit => CmSignal::TimewaitExit,
-            CmEventKind::Rejected { .. } => CmSignal::Rejected,
-            CmEventKind::ConnectError | CmEventKind::Unreachable => CmSignal::ConnectError,
-            CmEventKind::DeviceRemoval => CmSignal::DeviceRemoval,
-            other => {
-                tracing::debug!("SRP acceptor: CM event {other:?} ignored");
-                continue;
-            }
-        };
-        match shared.sessions.route_of_cm(ev.id) {
+    let n = cm::poll_events(&shared.events, 32, |input| match input {
+        CmInput::Connect { listener, req } => login_request(shared, listener, *req),
+        // SRP has no use for an address change (ib_srpt ignores it too).
+        CmInput::Notice {
+            notice: CmNotice::AddrChange,
+            ..
+        } => tracing::debug!("SRP acceptor: CM address change ignored"),
+        CmInput::Notice { id, notice } => match shared.sessions.route_of_cm(id) {
             Some((gid, route)) => {
-                shared.to_pg(route.pg, move |pg, core| pg.cm_event(core, gid, sig));
+                shared.to_pg(route.pg, move |pg, core| pg.cm_event(core, gid, notice));
             }
-            None => tracing::debug!("SRP acceptor: {sig:?} for an unknown connection"),
-        }
-    }
+            None => tracing::debug!("SRP acceptor: {notice:?} for an unknown connection"),
+        },
+    });
     PollStatus::from_count(n)
 }
 

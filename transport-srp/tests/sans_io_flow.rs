@@ -14,7 +14,7 @@ use transport_srp::proto::{
     BufFormats, DataDesc, InitiatorIu, LoginReq, LoginRsp, MultiChannelResult, PortId, Residual,
     SrpCmd, SrpRsp, Tag, TaskAttr, TaskMgmt, TmResponse, TskMgmt, decode_initiator_iu,
 };
-use transport_srp::tm::{self, TmPlan};
+use transport_srp::task_management::{self as tm, TmPlan};
 
 const G: u64 = 0x5254_00ff_fe12_3456;
 

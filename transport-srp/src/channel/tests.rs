@@ -4,6 +4,7 @@
 use super::*;
 use Action::*;
 use ChannelState::*;
+use rdma_plumbing::orders::for_each as for_each_order;
 
 fn live(credits: u32) -> Channel {
     let mut ch = Channel::new(credits, false);
@@ -613,23 +614,6 @@ impl Model {
     }
 }
 
-fn permutations<T: Copy>(items: &[T], f: &mut impl FnMut(&[T])) {
-    fn rec<T: Copy>(cur: &mut Vec<T>, rest: &mut Vec<T>, f: &mut impl FnMut(&[T])) {
-        if rest.is_empty() {
-            f(cur);
-            return;
-        }
-        for i in 0..rest.len() {
-            let x = rest.remove(i);
-            cur.push(x);
-            rec(cur, rest, f);
-            cur.pop();
-            rest.insert(i, x);
-        }
-    }
-    rec(&mut Vec::new(), &mut items.to_vec(), f);
-}
-
 /// Runs one order, then lets the world settle the way the CM and the HCA eventually do
 /// (TimeWait exit, marker completions, bdev completions), and checks the invariants.
 fn run_order(order: &[Step]) {
@@ -682,7 +666,7 @@ fn every_order_of_connect_io_and_initiator_disconnect() {
         Step::Ev(Event::Disconnected),
     ];
     let mut n = 0;
-    permutations(&steps, &mut |o| {
+    for_each_order(&steps, &mut |o| {
         run_order(o);
         n += 1;
     });
@@ -707,7 +691,7 @@ fn every_order_of_target_close_paths() {
             Step::SqDone,
             Step::Ev(Event::CompletionError),
         ];
-        permutations(&steps, &mut |o| run_order(o));
+        for_each_order(&steps, &mut |o| run_order(o));
     }
 }
 
@@ -722,5 +706,5 @@ fn every_order_with_cm_failures() {
         Step::RqDone,
         Step::Ev(Event::DeviceRemoval),
     ];
-    permutations(&steps, &mut |o| run_order(o));
+    for_each_order(&steps, &mut |o| run_order(o));
 }

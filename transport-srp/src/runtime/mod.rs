@@ -1,12 +1,13 @@
 //! The SRP data path on one poll group (one reactor): channels, their requests, and the
 //! completion queues, buffers and shared receive queues they use.
 //!
-//! - `chan`: channel setup from a login, IU dispatch, the channel state machine's actions
-//!   (disconnect, drain, release), queries.
+//! - `channel_driver`: channel setup from a login, IU dispatch, carrying out the actions of
+//!   the channel state machine ([`crate::channel`]: disconnect, drain, release), queries.
 //! - `req`: the request engine — SRP_CMD to target-core's SCSI engine
 //!   ([`target_core::scsi_exec`], which runs it on the bdev) and the data and response back,
 //!   task management, aborts.
-//! - `xfer`: RDMA READ / WRITE work requests for one transfer.
+//! - `descriptors`: the initiator's data descriptors as the remote segments of a transfer,
+//!   planned into RDMA READ / WRITE work requests by [`rdma_plumbing::transfer`].
 //!
 //! Per device the poll group has a protection domain, a completion channel, completion queues
 //! (shared by its channels; a new one is created when the reserved capacity runs out), a pool
@@ -14,21 +15,22 @@
 //! receive ring (without SRQ), a ring of response buffers and a fixed array of request slots;
 //! nothing is allocated per I/O.
 //!
-//! Work-request ids carry `kind | channel key | slot | serial`; bdev I/O tags and admission
-//! tokens carry `channel key | slot | serial` (48 bits), the serial changing every time a slot
-//! is reused, so that a stale replay finds nothing.
+//! Work-request ids carry `kind | channel key | slot | serial` (the layout of
+//! [`rdma_plumbing::WrId`]); bdev I/O tags and admission tokens carry `channel key | slot |
+//! serial` (48 bits), the serial changing every time a slot is reused, so that a stale replay
+//! finds nothing.
 
-mod chan;
+mod channel_driver;
+mod descriptors;
 mod req;
-mod xfer;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use fabric::{
-    Access, CompChannel, Cq, Device, Mr, Pd, RecvWr, SendWr, SgeList, Srq, WorkCompletion,
-};
+use fabric::{Access, Device, Mr, Pd, RecvWr, SendWr, SgeList, WorkCompletion};
 use iobuf::{DmaRegion, IoBuf};
+use rdma_plumbing::srq::Flushed;
+use rdma_plumbing::{CompletionQueues, QpnMap, SharedRecvQueue, WrId};
 use serde_json::{Value, json};
 use slab::Slab;
 use target_core::bdev::BdevIo;
@@ -39,8 +41,8 @@ use target_core::target::PgCore;
 
 use crate::transport::Shared;
 
-use chan::Chan;
-pub(crate) use chan::NewChannel;
+use channel_driver::Chan;
+pub(crate) use channel_driver::NewChannel;
 
 /// Work-request kinds (top byte of a `wr_id`).
 mod kind {
@@ -56,17 +58,18 @@ mod kind {
     pub const MARKER: u8 = 5;
 }
 
+/// The `wr_id` of a work request of `kind` for `slot` of channel `key`: the shared layout
+/// ([`WrId`]) with the channel and slot as the two halves of its key and the slot's serial (or
+/// the channel's generation) as its generation.
 fn pack(kind: u8, key: u16, slot: u16, serial: u16) -> u64 {
-    u64::from(kind) << 56 | u64::from(key) << 32 | u64::from(slot) << 16 | u64::from(serial)
+    WrId::new(kind, WrId::pair(key, slot), serial).pack()
 }
 
+/// The fields of a `wr_id` made by [`pack`]: `(kind, key, slot, serial)`.
 fn unpack(wr_id: u64) -> (u8, u16, u16, u16) {
-    (
-        (wr_id >> 56) as u8,
-        (wr_id >> 32) as u16,
-        (wr_id >> 16) as u16,
-        wr_id as u16,
-    )
+    let id = WrId::unpack(wr_id);
+    let (key, slot) = id.halves();
+    (id.kind, key, slot, id.generation)
 }
 
 /// A 48-bit token naming a request: bdev I/O tag and admission token.
@@ -87,28 +90,21 @@ pub(crate) enum RecvRef {
     Srq(u16),
 }
 
-struct CqSlot {
-    cq: Cq,
-    cap: u32,
-    reserved: u32,
-}
-
+/// A device's shared receive queue on the poll group, with its receive buffers (slot = index).
 struct SrqCtx {
-    srq: Srq,
+    srq: SharedRecvQueue,
     mr: Mr,
     bufs: Vec<Option<IoBuf>>,
     len: u32,
-    posted: u32,
 }
 
 /// What a poll group keeps per RDMA device.
 struct DevCtx {
     device: Device,
     pd: Pd,
-    comp: CompChannel,
-    cqs: Vec<CqSlot>,
-    cq_size: u32,
-    armed: bool,
+    /// The completion channel and completion queues (a new queue when the reserved room runs
+    /// out).
+    cqs: CompletionQueues,
     data_mr: Mr,
     data_free: Vec<IoBuf>,
     data_total: usize,
@@ -117,27 +113,10 @@ struct DevCtx {
     max_sge: u32,
     max_rd_atom: u8,
     max_init_rd_atom: u8,
-    completions: u64,
 }
 
 impl DevCtx {
-    /// Reserves room for `n` completions on one of the device's completion queues.
-    fn reserve_cq(&mut self, n: u32) -> Result<usize, fabric::FabricError> {
-        if let Some(i) = self.cqs.iter().position(|c| c.cap - c.reserved >= n) {
-            self.cqs[i].reserved += n;
-            return Ok(i);
-        }
-        let cap = self.cq_size.max(n);
-        let cq = self.device.create_cq(cap, Some(&self.comp))?;
-        let cap = cq.cqe().max(cap);
-        self.cqs.push(CqSlot {
-            cq,
-            cap,
-            reserved: n,
-        });
-        Ok(self.cqs.len() - 1)
-    }
-
+    /// Queues shared receive buffer `slot` for the next [`DevCtx::flush_srq`].
     fn post_srq(&mut self, slot: u16) {
         let Some(s) = self.srq.as_mut() else {
             return;
@@ -149,9 +128,21 @@ impl DevCtx {
             pack(kind::SRQ, 0, slot, 0),
             SgeList::one(s.mr.sge(b.base_addr(), s.len)),
         );
-        match s.srq.post_recv([&wr]) {
-            Ok(()) => s.posted += 1,
-            Err(e) => tracing::error!("SRP: posting a shared receive failed: {e}"),
+        s.srq.push(wr);
+    }
+
+    /// Posts the shared receives queued since the last flush (one doorbell). A refused one
+    /// keeps its buffer in its slot, unposted, as a refused single post did.
+    fn flush_srq(&mut self) {
+        let Some(s) = self.srq.as_mut() else {
+            return;
+        };
+        if let Some(Flushed {
+            error: Some(e),
+            posted,
+        }) = s.srq.flush(|_| {})
+        {
+            tracing::error!("SRP: posting shared receives failed after {posted}: {e}");
         }
     }
 }
@@ -176,7 +167,7 @@ pub struct SrpPg {
     devs: Vec<DevCtx>,
     chans: Slab<Chan>,
     by_gid: HashMap<u64, usize>,
-    by_qpn: HashMap<u32, usize>,
+    by_qpn: QpnMap<usize>,
     /// The SCSI execution of this poll group's commands (LU maps, device server).
     scsi: ScsiEngine,
     buf_wait: VecDeque<u64>,
@@ -218,7 +209,7 @@ impl SrpPg {
             devs: Vec::new(),
             chans: Slab::new(),
             by_gid: HashMap::new(),
-            by_qpn: HashMap::new(),
+            by_qpn: QpnMap::default(),
             buf_wait: VecDeque::with_capacity(1024),
             bdev_retry: VecDeque::with_capacity(256),
             waiters: Slab::new(),
@@ -251,8 +242,7 @@ impl SrpPg {
         let pd = device
             .alloc_pd()
             .map_err(|e| err("protection domain", &e))?;
-        let comp = device
-            .create_comp_channel()
+        let cqs = CompletionQueues::growing(&device, attr.max_cqe.clamp(64, 16384))
             .map_err(|e| err("completion channel", &e))?;
         let unit = o.io_unit_size as usize;
         let count = o.num_shared_buffers as usize;
@@ -268,9 +258,8 @@ impl SrpPg {
                 .min(u32::from(u16::MAX));
             let len = o.max_req_size;
             let slot = (len as usize).next_multiple_of(64);
-            let srq = pd
-                .create_srq(n, 1)
-                .map_err(|e| err("shared receive queue", &e))?;
+            let srq =
+                SharedRecvQueue::new(&pd, n, 1).map_err(|e| err("shared receive queue", &e))?;
             let region = DmaRegion::new(slot * n as usize).map_err(|e| err("SRQ buffers", &e))?;
             let mr = pd
                 .register(&region, Access::LOCAL_WRITE)
@@ -281,38 +270,29 @@ impl SrpPg {
                 .into_iter()
                 .map(Some)
                 .collect();
-            Some(SrqCtx {
-                srq,
-                mr,
-                bufs,
-                len,
-                posted: 0,
-            })
+            Some(SrqCtx { srq, mr, bufs, len })
         } else {
             None
         };
-        core.watch_fd(comp.fd());
+        core.watch_fd(cqs.fd());
         let mut d = DevCtx {
-            cq_size: attr.max_cqe.clamp(64, 16384),
             max_qp_wr: attr.max_qp_wr,
             max_sge: attr.max_sge,
             max_rd_atom: attr.max_qp_rd_atom.min(255) as u8,
             max_init_rd_atom: attr.max_qp_init_rd_atom.min(255) as u8,
             device,
             pd,
-            comp,
-            cqs: Vec::new(),
-            armed: false,
+            cqs,
             data_mr,
             data_total: data_free.len(),
             data_free,
             srq,
-            completions: 0,
         };
         if let Some(n) = d.srq.as_ref().map(|s| s.bufs.len()) {
             for slot in 0..n {
                 d.post_srq(slot as u16);
             }
+            d.flush_srq();
         }
         tracing::info!(
             "SRP poll group {}: device {name} ready ({} data buffers of {} KiB{})",
@@ -330,33 +310,15 @@ impl SrpPg {
         let mut total = 0;
         let mut wcs = std::mem::take(&mut self.wcs);
         for d in 0..self.devs.len() {
-            if self.devs[d].armed {
-                self.devs[d].armed = false;
-                loop {
-                    match self.devs[d].comp.get_event() {
-                        Ok(Some(_)) => {}
-                        Ok(None) => break,
-                        Err(e) => {
-                            tracing::error!("SRP: completion channel: {e}");
-                            break;
-                        }
-                    }
+            loop {
+                let n = self.devs[d].cqs.poll(&mut wcs);
+                for wc in &wcs[..n] {
+                    self.on_wc(core, d, *wc);
                 }
-            }
-            let mut c = 0;
-            while c < self.devs.get(d).map_or(0, |x| x.cqs.len()) {
-                loop {
-                    let n = self.devs[d].cqs[c].cq.poll(&mut wcs);
-                    for wc in &wcs[..n] {
-                        self.on_wc(core, d, *wc);
-                    }
-                    total += n;
-                    self.devs[d].completions += n as u64;
-                    if n < wcs.len() {
-                        break;
-                    }
+                total += n;
+                if n < wcs.len() {
+                    break;
                 }
-                c += 1;
             }
         }
         self.wcs = wcs;
@@ -387,6 +349,16 @@ impl SrpPg {
         }
     }
 
+    /// Rings the doorbells of what the poll batched: shared receives first, so that a receive
+    /// is posted before the response whose credit lets the initiator use it, then each
+    /// channel's sends.
+    fn doorbells(&mut self, core: &mut PgCore) {
+        for d in &mut self.devs {
+            d.flush_srq();
+        }
+        self.flush_sends(core);
+    }
+
     /// Data buffers of device `dev` free.
     fn free_bufs(&self, dev: usize) -> usize {
         self.devs.get(dev).map_or(0, |d| d.data_free.len())
@@ -400,11 +372,11 @@ impl SrpPg {
             .map(|d| {
                 json!({
                     "name": d.device.name(),
-                    "completion_queues": d.cqs.len(),
-                    "completions": d.completions,
+                    "completion_queues": d.cqs.queues(),
+                    "completions": d.cqs.counters().completions,
                     "free_data_buffers": d.data_free.len(),
                     "total_data_buffers": d.data_total,
-                    "srq_posted": d.srq.as_ref().map_or(0, |s| s.posted),
+                    "srq_posted": d.srq.as_ref().map_or(0, |s| s.srq.posted()),
                     "srq_size": d.srq.as_ref().map_or(0, |s| s.bufs.len()),
                 })
             })
@@ -437,27 +409,25 @@ impl TransportPollGroup for SrpPg {
         if self.closing > 0 {
             self.check_deadlines(core);
         }
-        self.flush_sends(core);
+        self.doorbells(core);
         n
     }
 
     fn arm(&mut self, core: &mut PgCore) -> bool {
-        self.flush_sends(core);
+        self.doorbells(core);
+        let mut pending = false;
         for d in &mut self.devs {
-            for c in &d.cqs {
-                if let Err(e) = c.cq.req_notify(false) {
-                    tracing::error!("SRP: arming a completion queue failed: {e}");
-                }
+            match d.cqs.arm() {
+                Ok(found) => pending |= found,
+                Err(e) => tracing::error!("SRP: arming a completion queue failed: {e}"),
             }
-            d.armed = true;
         }
-        let n = self.poll_cqs(core);
-        n > 0 || !self.bdev_retry.is_empty() || self.closing > 0
+        pending || !self.bdev_retry.is_empty() || self.closing > 0
     }
 
     fn resume_request(&mut self, core: &mut PgCore, token: u64) {
         self.resume(core, token);
-        self.flush_sends(core);
+        self.doorbells(core);
     }
 
     fn disconnect_subsystem(&mut self, core: &mut PgCore, subsystem: u32) {

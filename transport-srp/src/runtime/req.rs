@@ -27,13 +27,15 @@ use target_core::scsi::{self, PROTOCOL_ID_SRP, ScsiIo, Sense, TargetPort};
 use target_core::scsi_exec::{ItNexus, ScsiAction, ScsiCommand, ScsiEngine, ScsiReq};
 use target_core::target::{PgCore, with_transport_pg};
 
-use super::chan::{iu_bytes, srq_bufs};
-use super::xfer::{self, XferError};
+use super::channel_driver::{iu_bytes, srq_bufs};
+use super::descriptors::{self, XferError};
+use rdma_plumbing::transfer::RdmaOp;
+
 use super::{RecvRef, SrpPg, Waiter, kind, pack, token, untoken};
 use crate::channel::Event;
 use crate::nexus::NexusKey;
 use crate::proto::{DataDesc, Residual, SrpCmd, SrpRsp, Tag, TmResponse, TskMgmt};
-use crate::tm::{self, AbortScope, TmPlan};
+use crate::task_management::{self as tm, AbortScope, TmPlan};
 
 /// Where a request is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -497,20 +499,18 @@ impl SrpPg {
         };
         self.wrs.clear();
         let local = r.exec.io.as_ref().map_or(&[][..], |io| io.bufs.as_slice());
-        let built = xfer::segments(&cmd.data_out).and_then(|segs| {
-            xfer::build(
-                &mut self.wrs,
-                true,
-                pack(kind::REQ, key, slot, r.serial),
-                xfer::Local {
-                    bufs: local,
-                    lkey,
-                    max_sge: c.max_sge,
-                },
-                segs,
-                bytes as u32,
-            )
-        });
+        let built = descriptors::build(
+            &mut self.wrs,
+            RdmaOp::Read,
+            pack(kind::REQ, key, slot, r.serial),
+            descriptors::Local {
+                bufs: local,
+                lkey,
+                max_sge: c.max_sge,
+            },
+            &cmd.data_out,
+            bytes as u32,
+        );
         match built {
             Err(e) => {
                 let r = &mut c.reqs[slot as usize];
@@ -684,28 +684,22 @@ impl SrpPg {
                     let data =
                         iu_bytes(&c.recv, c.rpad, srq_bufs(&self.devs, c.dev), rref, r.iu_len);
                     match SrpCmd::decode(data, c.imm_off) {
-                        Ok(cmd) => xfer::segments(&cmd.data_in).and_then(|segs| {
-                            xfer::build(
-                                &mut self.wrs,
-                                false,
-                                wr_id,
-                                xfer::Local {
-                                    bufs: r
-                                        .exec
-                                        .io
-                                        .as_ref()
-                                        .map_or(&[][..], |io| io.bufs.as_slice()),
-                                    lkey,
-                                    max_sge: c.max_sge,
-                                },
-                                segs,
-                                data_in,
-                            )
-                        }),
-                        Err(_) => Err(XferError::ShortDescriptors),
+                        Ok(cmd) => descriptors::build(
+                            &mut self.wrs,
+                            RdmaOp::Write,
+                            wr_id,
+                            descriptors::Local {
+                                bufs: r.exec.io.as_ref().map_or(&[][..], |io| io.bufs.as_slice()),
+                                lkey,
+                                max_sge: c.max_sge,
+                            },
+                            &cmd.data_in,
+                            data_in,
+                        ),
+                        Err(_) => Err(XferError::NoDescriptors),
                     }
                 }
-                None => Err(XferError::ShortDescriptors),
+                None => Err(XferError::NoDescriptors),
             };
             if let Err(e) = built {
                 tracing::warn!("SRP channel {}: data-in descriptors refused: {e:?}", c.gid);

@@ -1,27 +1,28 @@
-//! The acceptor: one RDMA CM event channel for the transport, its listeners, and a poller on
-//! reactor 0 that validates connect requests and hands connections to poll groups; beside it,
-//! one poller per device reads the device's asynchronous events. Both are timed pollers at
-//! `acceptor_poll_rate` driven by their fds: they run as soon as an event is ready, and an idle
-//! reactor sleeps through their period (see [`target_core::reactor`]).
+//! The listener: one RDMA CM event channel for the transport, its listening identifiers, and
+//! a poller on reactor 0 (SPDK's acceptor) that validates connect requests and hands
+//! connections to poll groups; beside it, one poller per device reads the device's
+//! asynchronous events. Both are timed pollers at `acceptor_poll_rate` driven by their fds:
+//! they run as soon as an event is ready, and an idle reactor sleeps through their period
+//! (see [`target_core::reactor`]).
 //!
 //! Events about a connection's identifier arrive on this channel too (RDMA CM reports a
-//! passive connection on its listener's channel); the acceptor forwards them by message to
-//! the poll group that owns the connection.
+//! passive connection on its listener's channel); they are forwarded by message to the poll
+//! group that owns the connection ([`rdma_plumbing::cm`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use fabric::{
-    AsyncElement, AsyncEventKind, CmEvent, CmEventKind, CmId, ConnectRequest, EventChannel,
-};
+use fabric::{AsyncElement, AsyncEventKind, CmId, ConnectRequest, EventChannel};
 use parking_lot::Mutex;
+use rdma_plumbing::cm::{self, CmInput, CmNotice, to_poll_group};
 use target_core::reactor::{PollStatus, PollerId};
 use target_core::registry::{PollGroupLoad, TransportError};
 use target_core::target::{ListenAddr, with_transport_pg};
 
+use crate::accept::NewConn;
 use crate::cm_data::{ConnectRequestData, RejectStatus};
-use crate::pg::{CmNotice, NewConn, RdmaPg};
-use crate::transport::{Shared, socket_addr};
+use crate::poll_group::RdmaPg;
+use crate::transport::{RdmaShared, socket_addr};
 
 /// Events handled per acceptor poll.
 const EVENT_BATCH: usize = 32;
@@ -35,19 +36,19 @@ struct State {
     next_io: usize,
 }
 
-pub(crate) struct Acceptor {
-    sh: Arc<Shared>,
+pub(crate) struct Listener {
+    sh: Arc<RdmaShared>,
     channel: EventChannel,
     st: Mutex<State>,
 }
 
-impl Acceptor {
+impl Listener {
     /// Creates the event channel and registers the acceptor poller on reactor 0.
-    pub fn start(sh: Arc<Shared>) -> Result<Arc<Acceptor>, TransportError> {
+    pub fn start(sh: Arc<RdmaShared>) -> Result<Arc<Listener>, TransportError> {
         let channel = sh.fabric.create_event_channel().map_err(|e| {
             TransportError::Fabric(format!("cannot create an RDMA CM event channel: {e}"))
         })?;
-        let acc = Arc::new(Acceptor {
+        let acc = Arc::new(Listener {
             sh: Arc::clone(&sh),
             channel,
             st: Mutex::new(State {
@@ -154,21 +155,10 @@ impl Acceptor {
 
     /// One acceptor poll: up to [`EVENT_BATCH`] connection-manager events.
     pub fn poll(&self) -> usize {
-        let mut n = 0;
-        while n < EVENT_BATCH {
-            match self.channel.get_event() {
-                Ok(Some(ev)) => {
-                    self.event(ev);
-                    n += 1;
-                }
-                Ok(None) => break,
-                Err(e) => {
-                    tracing::error!("RDMA CM event channel: {e}");
-                    break;
-                }
-            }
-        }
-        n
+        cm::poll_events(&self.channel, EVENT_BATCH, |input| match input {
+            CmInput::Connect { listener, req } => self.connect_request(listener, *req),
+            CmInput::Notice { id, notice } => self.notice(id, notice),
+        })
     }
 
     /// Reads every device's asynchronous events: a queue pair that hit a fatal error is closed
@@ -198,12 +188,12 @@ impl Acceptor {
                         let Some(pg) = self.sh.qp_routes.lock().get(&(d, qpn)).copied() else {
                             continue;
                         };
-                        let index = self.sh.index;
-                        let _ = self.sh.reactors.send_ctrl(pg, move |rctx| {
-                            with_transport_pg::<RdmaPg, _>(rctx, index, |pg, core| {
-                                pg.qp_fatal(core, d, qpn)
-                            });
-                        });
+                        to_poll_group::<RdmaPg>(
+                            &self.sh.reactors,
+                            self.sh.index,
+                            pg,
+                            move |pg, core| pg.qp_fatal(core, d, qpn),
+                        );
                     }
                     (AsyncEventKind::QpLastWqeReached | AsyncEventKind::CommEstablished, _) => {
                         tracing::trace!(device = dev.name, "async event {:?}", ev.kind);
@@ -220,31 +210,24 @@ impl Acceptor {
         n
     }
 
-    fn event(&self, ev: CmEvent) {
-        let notice = match ev.kind {
-            CmEventKind::ConnectRequest(req) => return self.connect_request(ev.id, *req),
-            CmEventKind::Disconnected => CmNotice::Disconnected,
-            CmEventKind::DeviceRemoval => CmNotice::DeviceRemoval,
-            CmEventKind::AddrChange => CmNotice::AddrChange,
-            CmEventKind::Established { .. } => CmNotice::Established,
-            CmEventKind::TimewaitExit => return,
-            other => {
-                tracing::debug!(id = ev.id, "RDMA CM event ignored: {other:?}");
-                return;
-            }
-        };
-        let Some(pg) = self.sh.routes.lock().get(&ev.id).copied() else {
+    /// A connection event: to the poll group that owns the connection.
+    fn notice(&self, id: u64, notice: CmNotice) {
+        // TimeWait exit, rejects and connect errors concern nothing a poll group still holds
+        // (the queue pair closes on the disconnect before them).
+        if matches!(
+            notice,
+            CmNotice::TimewaitExit | CmNotice::Rejected | CmNotice::ConnectError
+        ) {
+            return;
+        }
+        let Some(pg) = self.sh.routes.lock().get(&id).copied() else {
             if !matches!(notice, CmNotice::Established | CmNotice::Disconnected) {
-                tracing::warn!(id = ev.id, "RDMA CM {notice:?} on a listener or unknown id");
+                tracing::warn!(id, "RDMA CM {notice:?} on a listener or unknown id");
             }
             return;
         };
-        let index = self.sh.index;
-        let handle = ev.id;
-        let _ = self.sh.reactors.send_ctrl(pg, move |rctx| {
-            with_transport_pg::<RdmaPg, _>(rctx, index, |pg, core| {
-                pg.cm_notice(core, handle, notice)
-            });
+        to_poll_group::<RdmaPg>(&self.sh.reactors, self.sh.index, pg, move |pg, core| {
+            pg.cm_notice(core, id, notice)
         });
     }
 
@@ -317,7 +300,7 @@ impl Acceptor {
     }
 }
 
-/// The poll-group choice with its cursors (see [`Acceptor::choose`]).
+/// The poll-group choice with its cursors (see [`Listener::choose`]).
 fn choose(
     next_admin: &mut usize,
     next_io: &mut usize,

@@ -12,6 +12,8 @@ use fabric::{
     WcStatus, WorkCompletion,
 };
 use iobuf::{DmaRegion, IoBuf};
+use rdma_plumbing::cm::CmNotice;
+use rdma_plumbing::drain;
 use serde_json::{Value, json};
 use target_core::scsi::ScsiStatus;
 use target_core::scsi_exec::ItNexus;
@@ -28,7 +30,6 @@ use crate::proto::{
     CredReq, LoginReq, MultiChannelResult, RejectReason, SrpRsp, TLogout, Tag, TmResponse, opcode,
 };
 use crate::sessions::{AcceptError, Gid};
-use crate::transport::CmSignal;
 
 /// Request slots beyond the credits: a response returns its credit before its SEND
 /// completion frees the slot, so a fast initiator may reuse the credit first.
@@ -322,17 +323,17 @@ impl SrpPg {
         };
         let (rq_depth, sq_depth) = limits.queue_depths(credits, o.sq_size);
         let cq_need = sq_depth + rq_depth + 4;
-        let cq = match d.reserve_cq(cq_need) {
+        let cq = match d.cqs.reserve(cq_need) {
             Ok(c) => c,
             Err(e) => return Err((Some(nc.id), res, format!("completion queue: {e}"))),
         };
-        let unreserve = |pg: &mut SrpPg| pg.devs[dev].cqs[cq].reserved -= cq_need;
+        let unreserve = |pg: &mut SrpPg| pg.devs[dev].cqs.release(cq, cq_need);
         let max_sge = d.max_sge.clamp(1, fabric::MAX_SGE as u32);
         let init = QpInit {
             pd: &d.pd,
-            send_cq: &d.cqs[cq].cq,
-            recv_cq: &d.cqs[cq].cq,
-            srq: d.srq.as_ref().map(|s| &s.srq),
+            send_cq: d.cqs.cq(cq),
+            recv_cq: d.cqs.cq(cq),
+            srq: d.srq.as_ref().map(|s| s.srq.srq()),
             cap: QpCap {
                 max_send_wr: sq_depth,
                 max_recv_wr: if srq { 0 } else { rq_depth },
@@ -522,20 +523,22 @@ impl SrpPg {
     }
 
     /// A CM event for channel `gid`.
-    pub(crate) fn cm_event(&mut self, core: &mut PgCore, gid: Gid, sig: CmSignal) {
+    pub(crate) fn cm_event(&mut self, core: &mut PgCore, gid: Gid, sig: CmNotice) {
         let Some(&key) = self.by_gid.get(&gid) else {
             return;
         };
         let ev = match sig {
-            CmSignal::Established => Event::Established,
-            CmSignal::Disconnected => Event::Disconnected,
-            CmSignal::TimewaitExit => Event::TimewaitExit,
-            CmSignal::Rejected => Event::Rejected,
-            CmSignal::ConnectError => Event::ConnectError,
-            CmSignal::DeviceRemoval => Event::DeviceRemoval,
+            CmNotice::Established => Event::Established,
+            CmNotice::Disconnected => Event::Disconnected,
+            CmNotice::TimewaitExit => Event::TimewaitExit,
+            CmNotice::Rejected => Event::Rejected,
+            CmNotice::ConnectError => Event::ConnectError,
+            CmNotice::DeviceRemoval => Event::DeviceRemoval,
+            // Not forwarded by the acceptor; nothing for a channel to do.
+            CmNotice::AddrChange => return,
         };
         tracing::debug!("SRP channel {gid}: CM {sig:?}");
-        if sig != CmSignal::Established {
+        if sig != CmNotice::Established {
             self.shared.sessions.closing(gid);
         }
         let out = self.chans[key].sm.handle(ev);
@@ -657,14 +660,8 @@ impl SrpPg {
                     let Some(c) = self.chans.get_mut(key as usize) else {
                         continue;
                     };
-                    let wr = SendWr::rdma_write(
-                        pack(kind::MARKER, key, 0, c.generation()),
-                        SgeList::new(),
-                        0,
-                        0,
-                    );
-                    let ok = c.qp.as_ref().is_some_and(|qp| qp.post_send([&wr]).is_ok());
-                    if !ok {
+                    let wr_id = pack(kind::MARKER, key, 0, c.generation());
+                    if !drain::post_marker(c.qp.as_ref(), wr_id) {
                         tracing::warn!("SRP channel {}: posting the drain marker failed", c.gid);
                         let o = c.sm.handle(Event::MarkerPostFailed);
                         self.run(core, key, o);
@@ -744,10 +741,8 @@ impl SrpPg {
         }
         self.shared.sessions.remove(c.gid);
         core.qpair_removed(Some(c.sub_id), false);
-        if let Some(d) = self.devs.get_mut(c.dev)
-            && let Some(s) = d.cqs.get_mut(c.cq)
-        {
-            s.reserved = s.reserved.saturating_sub(c.cq_reserved);
+        if let Some(d) = self.devs.get_mut(c.dev) {
+            d.cqs.release(c.cq, c.cq_reserved);
         }
         // Queue pair first, then its identifier, then the rings.
         c.qp = None;
@@ -793,7 +788,7 @@ impl SrpPg {
         wc: WorkCompletion,
     ) {
         if let Some(s) = self.devs.get_mut(dev).and_then(|d| d.srq.as_mut()) {
-            s.posted = s.posted.saturating_sub(1);
+            s.srq.completed();
         }
         let key = self.by_qpn.get(&wc.qp_num).copied();
         match (wc.status.is_success(), key) {

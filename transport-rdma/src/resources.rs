@@ -9,24 +9,33 @@ use std::sync::Arc;
 
 use fabric::{Access, Mr, RecvWr, Sge, SgeList};
 use iobuf::{DmaRegion, IoBuf};
+use rdma_plumbing::WrId;
 use slab::Slab;
 use target_core::nvme::Direction;
 use target_core::nvme::spec::{CQE_SIZE, SQE_SIZE};
 use target_core::nvme_exec::NvmeReq;
 
+use crate::request::lifecycle::Lifecycle;
 use crate::transport::DevCtx;
 
 /// "No key".
 pub(crate) const NONE: u32 = u32::MAX;
 
-/// Work request id kinds (top 4 bits); the low 32 bits are a receive, request or qpair key.
-pub(crate) const K_RECV: u64 = 1 << 60;
-pub(crate) const K_SEND: u64 = 2 << 60;
-pub(crate) const K_READ: u64 = 3 << 60;
-pub(crate) const K_WRITE: u64 = 4 << 60;
-pub(crate) const K_MARKER: u64 = 5 << 60;
-pub(crate) const KIND_MASK: u64 = 0xF << 60;
-pub(crate) const KEY_MASK: u64 = 0xFFFF_FFFF;
+/// Work-request kinds ([`WrId::kind`]). The key is a receive slot (RECV), a request slot
+/// (SEND, READ, WRITE; generation: the request's epoch) or a queue pair (MARKER; generation:
+/// the queue pair's epoch). Receives of a queue pair's own receive queue carry its epoch.
+pub(crate) mod kind {
+    /// A receive (shared receive queue or the queue pair's own).
+    pub const RECV: u8 = 1;
+    /// A response SEND.
+    pub const SEND: u8 = 2;
+    /// An RDMA READ of host data.
+    pub const READ: u8 = 3;
+    /// An RDMA WRITE of data to the host (unsignaled: only errors complete).
+    pub const WRITE: u8 = 4;
+    /// The drain marker of a closing queue pair.
+    pub const MARKER: u8 = 5;
+}
 
 /// Whose resource set something belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,8 +61,9 @@ pub(crate) struct Recv {
 }
 
 impl Recv {
-    /// The receive work request for this slot (the in-capsule buffer must be home).
-    pub fn wr(&self, key: u32) -> Option<RecvWr> {
+    /// The receive work request for this slot (the in-capsule buffer must be home);
+    /// `generation`: the owning queue pair's epoch (0 on a shared receive queue).
+    pub fn wr(&self, key: u32, generation: u16) -> Option<RecvWr> {
         let icd = self.icd.as_ref()?;
         let mut sges = SgeList::new();
         let _ = sges.push(Sge {
@@ -66,35 +76,11 @@ impl Recv {
             length: icd.capacity() as u32,
             lkey: self.icd_lkey,
         });
-        Some(RecvWr::new(K_RECV | u64::from(key), sges))
+        Some(RecvWr::new(
+            WrId::new(kind::RECV, key, generation).pack(),
+            sges,
+        ))
     }
-}
-
-/// Request states (SPDK's, without the ones this design does not need).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum RState {
-    /// In the free list.
-    Free,
-    /// Waiting for data buffers (in the poll group's pending buffer queue).
-    NeedBuffer,
-    /// Waiting for send-queue slots or RDMA READ credits (qpair read queue).
-    H2cPending,
-    /// RDMA READs in flight.
-    H2c,
-    /// Executing: a bdev I/O is in flight.
-    Executing,
-    /// Admission queued it while the subsystem is paused.
-    Queued,
-    /// A parked Asynchronous Event Request.
-    Parked,
-    /// The bdev backend was full; retried every poll.
-    Busy,
-    /// Waiting for send-queue slots for RDMA WRITEs and the response (qpair write queue).
-    C2hPending,
-    /// Waiting for a send-queue slot for the response (qpair send queue).
-    SendPending,
-    /// The response (and data) are posted; waiting for the SEND completion.
-    Completing,
 }
 
 /// Where a request's data buffers came from.
@@ -108,19 +94,16 @@ pub(crate) enum Data {
 /// One request slot.
 pub(crate) struct Req {
     pub ex: NvmeReq,
-    pub state: RState,
+    /// Where the request is in its lifecycle (changed only by the poll group's driver).
+    pub life: Lifecycle,
     pub owner: Owner,
     pub qp: u32,
     pub recv: u32,
     pub epoch: u16,
     pub dir: Direction,
     pub data: Data,
-    /// Data work requests planned (RDMA READs for host-to-controller data, WRITEs otherwise).
-    pub wrs: u16,
-    /// RDMA READs posted and completed.
-    pub posted: u16,
-    pub done: u16,
-    pub failed: bool,
+    /// RDMA WRITEs of the response's data (controller-to-host), posted before its SEND.
+    pub writes: u16,
     /// Send-queue slots the response chain took (WRITEs + SEND).
     pub send_slots: u16,
     pub rsp: IoBuf,
@@ -129,14 +112,19 @@ pub(crate) struct Req {
 }
 
 impl Req {
-    /// The 48-bit token: key and generation.
+    /// The 48-bit token (bdev I/O tag, admission token): key and generation.
     pub fn token(key: u32, epoch: u16) -> u64 {
         u64::from(key) | u64::from(epoch) << 32
     }
 
     /// Splits a token.
     pub fn split(token: u64) -> (u32, u16) {
-        ((token & KEY_MASK) as u32, (token >> 32) as u16)
+        (token as u32, (token >> 32) as u16)
+    }
+
+    /// The id of a work request of this request (SEND, READ, WRITE).
+    pub fn wr_id(key: u32, epoch: u16, kind: u8) -> u64 {
+        WrId::new(kind, key, epoch).pack()
     }
 }
 
@@ -203,17 +191,14 @@ impl ResSet {
             let key = reqs.vacant_key() as u32;
             let k = reqs.insert(Req {
                 ex: NvmeReq::new(Req::token(key, *epoch)),
-                state: RState::Free,
+                life: Lifecycle::default(),
                 owner,
                 qp: NONE,
                 recv: NONE,
                 epoch: *epoch,
                 dir: Direction::None,
                 data: Data::None,
-                wrs: 0,
-                posted: 0,
-                done: 0,
-                failed: false,
+                writes: 0,
                 send_slots: 0,
                 rsp,
                 rsp_lkey,
