@@ -509,16 +509,22 @@ fn pause_and_resume_during_io() {
         assert_eq!(d, pattern(u64::from(n), 4096));
     }
     // A namespace added during the session shows up (the SCSI view is rebuilt on resume).
+    // The first command after the change reports REPORTED LUNS DATA HAS CHANGED (SPC-4), as
+    // the Linux initiator expects before it scans again; the retry runs.
     fx.t.malloc("Late", 2048, BS);
     let nsid = fx.t.add_ns(&fx.nqn, "Late");
-    let r = i
-        .run(
+    let read_capacity = |i: &mut rtgt_tests::srp_initiator::SrpInitiator| {
+        i.run(
             (nsid - 1) as u16,
             &rtgt_tests::srp_initiator::cdb::read_capacity16(),
             &Data::In(vec![(0, 32)]),
             Layout::Direct,
         )
-        .unwrap();
+        .unwrap()
+    };
+    let r = read_capacity(&mut i);
+    assert_eq!(r.sense_key(), Some((0x6, 0x3f, 0x0e)), "the unit attention");
+    let r = read_capacity(&mut i);
     assert_eq!(r.status, 0);
     assert_eq!(&i.mem()[..8], &2047u64.to_be_bytes());
     drop(i);

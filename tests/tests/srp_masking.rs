@@ -1,7 +1,7 @@
 //! Namespace masking on SRP: the per-host lists of `nvmf_ns_add_host` name SRP initiators by
 //! their initiator port id. A LUN a nexus does not see is absent from its REPORT LUNS and
 //! answers LOGICAL UNIT NOT SUPPORTED, as a LUN nothing is behind; the other initiator, added
-//! to the namespace, uses it.
+//! to the namespace, uses it. A change raises REPORTED LUNS DATA HAS CHANGED on the nexus.
 
 use rtgt_tests::srp_initiator::{BS, Data, Layout, SrpFixture, SrpInitiator, cdb, rw10};
 use serde_json::json;
@@ -109,12 +109,38 @@ fn a_hidden_lun_is_not_there_for_initiators_it_was_not_added_to() {
     );
     assert_eq!(tur(&mut not_seen, 0), None, "LUN 0 is visible to all");
 
-    // Hidden from the first initiator too, while it is logged in.
+    // Hidden from the first initiator too, while it is logged in: the next command (other
+    // than INQUIRY, REPORT LUNS, REQUEST SENSE) reports REPORTED LUNS DATA HAS CHANGED once.
     set(SEEN, false);
+    assert_eq!(
+        tur(&mut seen, 0),
+        Some((0x6, 0x3f, 0x0e)),
+        "the unit attention"
+    );
+    assert_eq!(tur(&mut seen, 0), None, "reported once");
     assert_eq!(report_luns(&mut seen), [0]);
     assert_eq!(tur(&mut seen, 1), Some((0x5, 0x25, 0x00)));
-    // And shown to the second.
+    // And shown to the second: REPORT LUNS clears the condition (SPC-4), so nothing is
+    // reported after it.
     set(NOT_SEEN, true);
     assert_eq!(report_luns(&mut not_seen), [0, 1]);
     assert_eq!(tur(&mut not_seen, 1), None);
+    // REQUEST SENSE delivers a pending condition as its data, with GOOD status, and clears it.
+    set(NOT_SEEN, false);
+    let r = not_seen
+        .run(
+            0,
+            &[0x03, 0, 0, 0, 18, 0],
+            &Data::In(vec![(0, 18)]),
+            Layout::Direct,
+        )
+        .unwrap();
+    assert_eq!(r.status, 0, "REQUEST SENSE");
+    let m = not_seen.mem();
+    assert_eq!(
+        (m[2] & 0xf, m[12], m[13]),
+        (0x6, 0x3f, 0x0e),
+        "its sense data"
+    );
+    assert_eq!(tur(&mut not_seen, 0), None);
 }

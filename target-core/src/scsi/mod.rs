@@ -241,16 +241,31 @@ fn checked(cdb: &Cdb<'_>, f: impl FnOnce(&Cdb<'_>) -> Verdict) -> Verdict {
     f(cdb)
 }
 
-/// REQUEST SENSE (SPC-4 6.39). Sense is delivered with each SRP_RSP (autosense), so nothing is
-/// ever pending: NO SENSE, or LOGICAL UNIT NOT SUPPORTED for a LUN without an LU (with GOOD
-/// status, as SPC-4 requires for REQUEST SENSE).
+/// REQUEST SENSE (SPC-4 6.39). Sense is delivered with each SRP_RSP (autosense), so only a unit
+/// attention can be pending, and the exec layer delivers that itself
+/// ([`request_sense_delivering`]); here: NO SENSE, or LOGICAL UNIT NOT SUPPORTED for a LUN
+/// without an LU (with GOOD status, as SPC-4 requires for REQUEST SENSE).
 fn request_sense(cdb: &Cdb<'_>, lu: Option<&LogicalUnit>, data_in: &mut [u8]) -> Verdict {
-    let desc = cdb.bit(1, 0);
     let sense = if lu.is_some() {
         Sense::no_sense()
     } else {
         Sense::lun_not_supported()
     };
+    sense_parameter_data(cdb, sense, data_in)
+}
+
+/// REQUEST SENSE delivering `sense`, a pending unit attention the command clears (SPC-4: the
+/// condition is returned as parameter data with GOOD status), for the exec layer that keeps the
+/// unit attention queues. The CDB is checked as for any REQUEST SENSE.
+pub fn request_sense_delivering(cdb: &[u8], sense: Sense, data_in: &mut [u8]) -> Verdict {
+    match Cdb::new(cdb) {
+        Some((c, _)) => checked(&c, |c| sense_parameter_data(c, sense, data_in)),
+        None => Verdict::CheckCondition(Sense::invalid_field_in_cdb(0, None)),
+    }
+}
+
+fn sense_parameter_data(cdb: &Cdb<'_>, sense: Sense, data_in: &mut [u8]) -> Verdict {
+    let desc = cdb.bit(1, 0);
     let mut w = data_in::DataIn::new(data_in, u32::from(cdb.u8(4)));
     if desc {
         let (b, n) = sense.to_descriptor();

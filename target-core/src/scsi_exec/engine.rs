@@ -6,6 +6,7 @@ use super::lu_map::{LuLimits, LuMap, MappedLu};
 use super::nexus::ItNexus;
 use super::request::{Phase, ScsiAction, ScsiCommand, ScsiReq};
 use crate::bdev::BdevIo;
+use crate::scsi::ua::{UaCheck, UaQueue};
 use crate::scsi::{self, ScsiStatus, Sense, Verdict};
 use crate::target::{Admission, AdmitKind, PgCore};
 
@@ -141,11 +142,19 @@ impl ScsiEngine {
         req.phase = Phase::Admit;
     }
 
-    /// Moves a request on until the transport must act.
-    pub fn drive(&mut self, core: &mut PgCore, nexus: &ItNexus, req: &mut ScsiReq) -> ScsiAction {
+    /// Moves a request on until the transport must act. `ua` is the unit attention queue of the
+    /// nexus the command came through (the transport keeps one per session): a pending
+    /// condition is reported before the device server runs, as SPC-4 orders.
+    pub fn drive<const N: usize>(
+        &mut self,
+        core: &mut PgCore,
+        nexus: &ItNexus,
+        ua: &mut UaQueue<N>,
+        req: &mut ScsiReq,
+    ) -> ScsiAction {
         match req.phase {
-            Phase::Admit => self.admit(core, nexus, req),
-            Phase::Exec => self.exec(core, nexus, req),
+            Phase::Admit => self.admit(core, nexus, ua, req),
+            Phase::Exec => self.exec(core, nexus, ua, req),
             Phase::DataOut => self.fetch(req),
             Phase::Submit => self.submit(core, req),
             Phase::Bdev => ScsiAction::Submitted,
@@ -183,7 +192,13 @@ impl ScsiEngine {
         ScsiAction::Respond
     }
 
-    fn admit(&mut self, core: &mut PgCore, nexus: &ItNexus, req: &mut ScsiReq) -> ScsiAction {
+    fn admit<const N: usize>(
+        &mut self,
+        core: &mut PgCore,
+        nexus: &ItNexus,
+        ua: &mut UaQueue<N>,
+        req: &mut ScsiReq,
+    ) -> ScsiAction {
         match core.admit(req.sub, req.admit_kind, self.transport, req.token) {
             Admission::Go => req.admitted = Some(req.admit_kind),
             Admission::Queued => return ScsiAction::Queued,
@@ -198,11 +213,17 @@ impl ScsiEngine {
             }
         }
         req.phase = Phase::Exec;
-        self.exec(core, nexus, req)
+        self.exec(core, nexus, ua, req)
     }
 
     /// Runs the device server.
-    fn exec(&mut self, core: &mut PgCore, nexus: &ItNexus, req: &mut ScsiReq) -> ScsiAction {
+    fn exec<const N: usize>(
+        &mut self,
+        core: &mut PgCore,
+        nexus: &ItNexus,
+        ua: &mut UaQueue<N>,
+        req: &mut ScsiReq,
+    ) -> ScsiAction {
         let map = map_of(&mut self.maps, core, req.sub, self.limits);
         let matcher = self.host_matcher;
         // A logical unit the nexus does not see is not there for it: LOGICAL UNIT NOT
@@ -235,7 +256,19 @@ impl ScsiEngine {
             cdb: &req.cdb[..usize::from(req.cdb_len)],
             data_out_len: req.out_len,
         };
-        let verdict = scsi::execute(lu, &ctx, &cmd, &mut self.scratch);
+        // A device server run again (it waited for buffers) delivers what it took before.
+        let check = match req.delivering.take() {
+            Some(sense) => UaCheck::Deliver(sense),
+            None => ua.check(cmd.cdb),
+        };
+        let verdict = match check {
+            UaCheck::Proceed => scsi::execute(lu, &ctx, &cmd, &mut self.scratch),
+            UaCheck::Report(sense) => Verdict::CheckCondition(sense),
+            UaCheck::Deliver(sense) => {
+                req.delivering = Some(sense);
+                scsi::request_sense_delivering(cmd.cdb, sense, &mut self.scratch)
+            }
+        };
         let bs = lu.map_or(512, |l| l.block_size);
         match verdict {
             Verdict::Good => req.status = ScsiStatus::Good,

@@ -103,6 +103,9 @@ pub struct ScsiReq {
     pub(super) admitted: Option<AdmitKind>,
     /// The namespace went away under the LU map: run as if no LU were mapped.
     pub(super) no_lu: bool,
+    /// A unit attention REQUEST SENSE took off the queue, kept in case the device server runs
+    /// again (it waits for data-in buffers) so that the condition is not lost.
+    pub(super) delivering: Option<Sense>,
     pub(super) op: Option<ScsiIo>,
     pub(super) status: ScsiStatus,
     pub(super) sense: Option<Sense>,
@@ -140,6 +143,7 @@ impl ScsiReq {
             admit_kind: AdmitKind::Mgmt,
             admitted: None,
             no_lu: false,
+            delivering: None,
             op: None,
             status: ScsiStatus::Good,
             sense: None,
@@ -158,6 +162,7 @@ impl ScsiReq {
     pub fn reset(&mut self) {
         // Field by field: no drop glue, no copy of the whole request.
         self.token = 0;
+        self.delivering = None;
         self.sub = 0;
         self.lun = None;
         self.cdb_len = 0;

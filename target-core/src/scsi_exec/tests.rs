@@ -173,6 +173,7 @@ impl Transport for TestTransport {
                 },
             ),
             nexus: nexus(),
+            ua: crate::scsi::ua::UaQueue::empty(),
             reqs: Slab::new(),
             pool: (0..POOL)
                 .map(|_| IoBuf::alloc(UNIT as usize).unwrap())
@@ -224,6 +225,7 @@ struct TestPg {
     shared: Arc<Mailbox>,
     engine: ScsiEngine,
     nexus: ItNexus,
+    ua: crate::scsi::ua::UaQueue,
     reqs: Slab<Req>,
     pool: Vec<IoBuf>,
     buf_wait: VecDeque<(usize, usize)>,
@@ -255,7 +257,9 @@ impl TestPg {
 
     fn drive(&mut self, core: &mut PgCore, key: usize) {
         let r = &mut self.reqs[key];
-        let a = self.engine.drive(core, &self.nexus, &mut r.exec);
+        let a = self
+            .engine
+            .drive(core, &self.nexus, &mut self.ua, &mut r.exec);
         self.act(core, key, a);
     }
 
@@ -301,7 +305,9 @@ impl TestPg {
                 ScsiAction::Respond => return self.respond(key),
             }
             let r = &mut self.reqs[key];
-            a = self.engine.drive(core, &self.nexus, &mut r.exec);
+            a = self
+                .engine
+                .drive(core, &self.nexus, &mut self.ua, &mut r.exec);
         }
     }
 

@@ -16,6 +16,7 @@ use rdma_plumbing::cm::CmNotice;
 use rdma_plumbing::drain;
 use serde_json::{Value, json};
 use target_core::scsi::ScsiStatus;
+use target_core::scsi::ua::UaQueue;
 use target_core::scsi_exec::ItNexus;
 use target_core::target::{ControllerInfo, ListenAddr, PgCore, Subsystem, SubsystemState};
 
@@ -68,6 +69,11 @@ pub(super) struct Chan {
     pub nexus: NexusKey,
     /// The I_T nexus as target-core's SCSI engine sees it.
     pub scsi: ItNexus,
+    /// Unit attentions pending for this channel's nexus (REPORTED LUNS DATA HAS CHANGED when
+    /// the subsystem's namespaces or their visibility change). Kept per channel: a change is
+    /// reported once on each channel of a multi-channel nexus, which only makes the initiator
+    /// look again.
+    pub ua: UaQueue<4>,
     pub cntlid: u16,
     pub peer: SocketAddr,
     pub listen: ListenAddr,
@@ -411,6 +417,7 @@ impl SrpPg {
             sub: Arc::clone(&nc.sub),
             nexus: nc.nexus,
             scsi: super::req::scsi_nexus(&nc.nexus),
+            ua: UaQueue::empty(),
             cntlid: 0,
             peer: nc.peer,
             listen: nc.listen.clone(),

@@ -36,6 +36,7 @@ use slab::Slab;
 use target_core::bdev::BdevIo;
 use target_core::reactor::Step;
 use target_core::registry::TransportPollGroup;
+use target_core::scsi::ua::UnitAttention;
 use target_core::scsi_exec::{LuLimits, ScsiEngine};
 use target_core::target::PgCore;
 
@@ -439,6 +440,11 @@ impl TransportPollGroup for SrpPg {
 
     fn namespaces_changed(&mut self, _core: &mut PgCore, subsystem: u32, _nsids: &[u32]) {
         self.scsi.invalidate(subsystem);
+        // The LUN inventory (or what a nexus may see of it) changed: SPC-4's REPORTED LUNS
+        // DATA HAS CHANGED on every nexus of the subsystem, so the initiator scans again.
+        for (_, c) in self.chans.iter_mut().filter(|(_, c)| c.sub_id == subsystem) {
+            c.ua.establish(UnitAttention::ReportedLunsDataChanged);
+        }
     }
 
     fn disconnect_host(&mut self, core: &mut PgCore, subsystem: u32, host: &str) {

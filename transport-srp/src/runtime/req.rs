@@ -322,7 +322,7 @@ impl SrpPg {
         let c = &mut self.chans[key as usize];
         let nexus = &c.scsi;
         let r = &mut c.reqs[slot as usize];
-        let action = self.scsi.drive(core, nexus, &mut r.exec);
+        let action = self.scsi.drive(core, nexus, &mut c.ua, &mut r.exec);
         self.apply(key, slot, action)
     }
 
