@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use rpc::RpcState;
 use rtgt_tests::ceph::CephCluster;
 use rtgt_tests::nvme_host::{
-    ConnectOpts, Data as NvmeData, HOSTNQN, HostCtrl, HostQueue, Mode, Workload, pattern,
-    read_sqe, write_read_verify, write_sqe,
+    ConnectOpts, Data as NvmeData, HOSTNQN, HostCtrl, HostQueue, Mode, Workload, pattern, read_sqe,
+    read_verify, write_read_verify, write_sqe,
 };
 use rtgt_tests::rpc_rig::Rig;
 use rtgt_tests::srp_initiator::{Data as SrpData, Layout, LoginParams, SrpInitiator, rw10, split};
@@ -152,14 +152,16 @@ fn nvme_over_rbd(r: &Rig) {
     };
     write_read_verify(q, &small, Mode::InCapsule).expect("verified in-capsule I/O");
 
-    // Pause with writes outstanding: every write completes, the pause answers, and commands
-    // sent while paused complete only after the resume, with the data written before.
+    // Pause with writes outstanding. The pause answers once the writes the target had taken
+    // completed; a write that reached it after the pause began waits for the resume (as SPDK
+    // queues it). Reads sent while paused of what completed before wait for the resume too, and
+    // then return that data; afterwards every write of the batch reads back.
+    let lba = |i: u64| 1024 + i * u64::from(BLOCKS);
     let writes: Vec<u16> = (0..16u64)
         .map(|i| {
-            let lba = 1024 + i * u64::from(BLOCKS);
-            let data = pattern(13, lba, BLOCKS, BS);
+            let data = pattern(13, lba(i), BLOCKS, BS);
             q.submit(
-                write_sqe(1, lba, BLOCKS),
+                write_sqe(1, lba(i), BLOCKS),
                 NvmeData::KeyedWrite {
                     bytes: &data,
                     invalidate: false,
@@ -169,32 +171,54 @@ fn nvme_over_rbd(r: &Rig) {
         })
         .collect();
     let pause = call_in_background(r, "nvmf_subsystem_pause", json!({"nqn": NVME_NQN}));
-    for &c in &writes {
-        q.wait(c).expect("write").ok().expect("write status");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !pause.is_finished() {
+        q.poll().expect("host poll");
+        assert!(Instant::now() < deadline, "the pause did not answer");
+        std::thread::sleep(Duration::from_micros(200));
     }
     assert_eq!(pause.join().expect("thread").expect("pause"), json!(true));
     assert_eq!(state(r, NVME_NQN), "paused");
-    let reads: Vec<(u16, u64)> = (0..16u64)
-        .map(|i| {
-            let lba = 1024 + i * u64::from(BLOCKS);
+    q.poll().expect("host poll");
+    let (before, held): (Vec<u64>, Vec<u64>) =
+        (0..16u64).partition(|&i| q.is_done(writes[i as usize]));
+    eprintln!(
+        "pause: {} write(s) completed before it answered, {} held until the resume",
+        before.len(),
+        held.len()
+    );
+    for &i in &before {
+        let c = q.take(writes[i as usize]).expect("done");
+        c.ok().expect("write status");
+    }
+    let reads: Vec<(u16, u64)> = before
+        .iter()
+        .map(|&i| {
             let cid = q
                 .submit(
-                    read_sqe(1, lba, BLOCKS),
+                    read_sqe(1, lba(i), BLOCKS),
                     NvmeData::KeyedRead {
                         len: BLOCKS * BS as u32,
                         invalidate: false,
                     },
                 )
                 .expect("submit read");
-            (cid, lba)
+            (cid, lba(i))
         })
         .collect();
-    let cids: Vec<u16> = reads.iter().map(|&(c, _)| c).collect();
-    none_complete_for(q, &cids, Duration::from_millis(300));
+    let mut waiting: Vec<u16> = reads.iter().map(|&(c, _)| c).collect();
+    waiting.extend(held.iter().map(|&i| writes[i as usize]));
+    none_complete_for(q, &waiting, Duration::from_millis(300));
     assert_eq!(
         r.ok("nvmf_subsystem_resume", json!({"nqn": NVME_NQN})),
         true
     );
+    for &i in &held {
+        q.wait(writes[i as usize])
+            .expect("write held across the pause")
+            .ok()
+            .expect("write status");
+    }
     for (cid, lba) in reads {
         let c = q.wait(cid).expect("read").ok().expect("read status");
         assert!(
@@ -202,6 +226,13 @@ fn nvme_over_rbd(r: &Rig) {
             "data read after the resume differs at LBA {lba}"
         );
     }
+    let batch = Workload {
+        lba0: lba(0),
+        count: 16,
+        seed: 13,
+        ..w
+    };
+    read_verify(q, &batch, false).expect("the batch written across the pause reads back");
     assert_eq!(state(r, NVME_NQN), "active");
     ctrl.shutdown().expect("shutdown");
 }
@@ -228,9 +259,21 @@ fn srp_over_rbd(r: &Rig) {
         assert_eq!(rsp.status, 0, "WRITE(10) at {lba}: {:?}", rsp.sense_key());
     }
     let imm = s
-        .write(0, 20_000, BS, 0, &srp_pattern(20_000, 4096), Layout::Immediate)
+        .write(
+            0,
+            20_000,
+            BS,
+            0,
+            &srp_pattern(20_000, 4096),
+            Layout::Immediate,
+        )
         .expect("immediate write");
     assert_eq!(imm.status, 0, "immediate WRITE(10): {:?}", imm.sense_key());
+    let (rsp, data) = s
+        .read(0, 20_000, BS, 8, 0, Layout::Indirect)
+        .expect("read of the immediate write");
+    assert_eq!(rsp.status, 0);
+    assert!(data == srp_pattern(20_000, 4096), "immediate data differs");
     for i in 0..chunks {
         let lba = i * (CHUNK as u32 / BS);
         let (rsp, data) = s
@@ -241,10 +284,7 @@ fn srp_over_rbd(r: &Rig) {
     }
 
     // Paused: a read of old data and a write of new data wait until the resume.
-    assert_eq!(
-        r.ok("nvmf_subsystem_pause", json!({"nqn": SRP_NQN})),
-        true
-    );
+    assert_eq!(r.ok("nvmf_subsystem_pause", json!({"nqn": SRP_NQN})), true);
     assert_eq!(state(r, SRP_NQN), "paused");
     let blocks = (CHUNK as u32 / BS) as u16;
     let read_tag = s
@@ -271,10 +311,7 @@ fn srp_over_rbd(r: &Rig) {
         .next_response(Duration::from_millis(300))
         .expect("poll while paused");
     assert!(early.is_none(), "a response while paused: {early:?}");
-    assert_eq!(
-        r.ok("nvmf_subsystem_resume", json!({"nqn": SRP_NQN})),
-        true
-    );
+    assert_eq!(r.ok("nvmf_subsystem_resume", json!({"nqn": SRP_NQN})), true);
     let mut got = [false, false];
     while !(got[0] && got[1]) {
         let rsp = s
