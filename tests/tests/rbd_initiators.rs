@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rpc::RpcState;
 use rtgt_tests::ceph::CephCluster;
 use rtgt_tests::nvme_host::{
-    ConnectOpts, Data as NvmeData, HOSTNQN, HostCtrl, HostQueue, Mode, Workload, pattern, read_sqe,
+    ConnectOpts, Data as NvmeData, HOSTNQN, HostCtrl, Mode, Workload, pattern, read_sqe,
     read_verify, write_read_verify, write_sqe,
 };
 use rtgt_tests::rpc_rig::Rig;
@@ -107,18 +107,6 @@ fn call_in_background(
     })
 }
 
-/// Polls `q` for `d`; panics if any of `cids` completes meanwhile.
-fn none_complete_for(q: &mut HostQueue, cids: &[u16], d: Duration) {
-    let until = Instant::now() + d;
-    while Instant::now() < until {
-        q.poll().expect("host poll");
-        for &c in cids {
-            assert!(!q.is_done(c), "CID {c:#x} completed while paused");
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 fn nvme_over_rbd(r: &Rig) {
     const BS: usize = 4096;
     const BLOCKS: u32 = 8;
@@ -208,7 +196,7 @@ fn nvme_over_rbd(r: &Rig) {
         .collect();
     let mut waiting: Vec<u16> = reads.iter().map(|&(c, _)| c).collect();
     waiting.extend(held.iter().map(|&i| writes[i as usize]));
-    none_complete_for(q, &waiting, Duration::from_millis(300));
+    q.assert_none_complete_for(&waiting, Duration::from_millis(300));
     assert_eq!(
         r.ok("nvmf_subsystem_resume", json!({"nqn": NVME_NQN})),
         true
