@@ -13,6 +13,7 @@ use target_core::reactor::{ReactorConfig, Reactors};
 use target_core::registry::TransportParams;
 use target_core::target::{AdrFam, ListenAddr, NsParams, SubsystemParams, Target};
 
+pub mod ceph;
 pub mod faults;
 pub mod gate;
 pub mod rpc_rig;

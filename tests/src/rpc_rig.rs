@@ -22,7 +22,11 @@ pub struct Rig {
 impl Rig {
     /// A rig in the `initial` RPC state, with two reactors.
     pub fn new(initial: RpcState) -> Self {
-        let tt = TestTarget::start(2);
+        Self::on(TestTarget::start(2), initial)
+    }
+
+    /// A rig over a target already started (one with its own reactor configuration or network).
+    pub fn on(tt: TestTarget, initial: RpcState) -> Self {
         let state = StateHandle::new(initial);
         let ctx = Arc::new(TargetContext::new(Arc::clone(&tt.target)));
         let mut m = Methods::from_arc(ctx, state.clone());

@@ -50,18 +50,6 @@ fn poll_until(q: &mut HostQueue, what: &str, mut f: impl FnMut(&HostQueue) -> bo
     }
 }
 
-/// Polls `q` for `d` and asserts that none of `cids` completed meanwhile.
-fn none_complete_for(q: &mut HostQueue, cids: &[u16], d: Duration) {
-    let until = Instant::now() + d;
-    while Instant::now() < until {
-        q.poll().expect("host poll");
-        for &c in cids {
-            assert!(!q.is_done(c), "CID {c:#x} completed while it should wait");
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-}
-
 /// Runs an RPC on a thread of its own (so the test can keep polling the host) and returns a
 /// handle yielding the result and when it arrived.
 fn call_in_background(
@@ -154,7 +142,7 @@ fn pause_with_io_in_flight(pause_params: Value) {
     poll_until(q, "8 writes at the bdev", |_| gate.held() == 8);
 
     let pause = call_in_background(&table, "nvmf_subsystem_pause", pause_params);
-    none_complete_for(q, &writes, Duration::from_millis(300));
+    q.assert_none_complete_for(&writes, Duration::from_millis(300));
     assert!(!pause.is_finished(), "pause answered with I/O outstanding");
     assert_eq!(state(&table, rt), "pausing");
 
@@ -204,7 +192,7 @@ fn pause_with_io_in_flight(pause_params: Value) {
         })
         .collect();
     queued.extend(&reads);
-    none_complete_for(q, &queued, Duration::from_millis(300));
+    q.assert_none_complete_for(&queued, Duration::from_millis(300));
     assert_eq!(
         gate.held(),
         0,

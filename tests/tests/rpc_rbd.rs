@@ -5,11 +5,9 @@
 //! save_config writes the cluster registrations before the bdevs, so the saved configuration
 //! loads back to the same state.
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use rpc::RpcState;
 use rpc::methods::load;
+use rtgt_tests::ceph::CephCluster;
 use rtgt_tests::rpc_rig::{Rig, assert_code, saved_section};
 use serde_json::{Value, json};
 
@@ -18,61 +16,9 @@ use bdev_rbd as _;
 
 const NQN: &str = "nqn.2016-06.io.spdk:rbd1";
 
-/// A cluster of this test, stopped (and its directory removed) when dropped.
-struct Cluster {
-    dir: String,
-    conf: String,
-}
-
-fn script() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scripts/ceph-cluster.sh")
-}
-
-impl Cluster {
-    fn start(tag: &str) -> Self {
-        let dir = format!("/tmp/rtgt-rpc-rbd-{tag}-{}", std::process::id());
-        let out = Command::new(script())
-            .args([
-                "start",
-                &dir,
-                "--owner-pid",
-                &std::process::id().to_string(),
-            ])
-            .output()
-            .expect("running scripts/ceph-cluster.sh");
-        assert!(
-            out.status.success(),
-            "the test cluster did not start (scripts/install-deps.sh installs Ceph):\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let conf = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        Self { dir, conf }
-    }
-
-    fn rbd(&self, args: &[&str]) {
-        let out = Command::new("rbd")
-            .arg("--conf")
-            .arg(&self.conf)
-            .args(args)
-            .output()
-            .expect("running rbd");
-        assert!(
-            out.status.success(),
-            "rbd {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        let _ = Command::new(script()).args(["stop", &self.dir]).status();
-    }
-}
-
 #[test]
 fn rbd_methods_work_through_the_rpc_table_against_a_real_cluster() {
-    let c = Cluster::start("table");
+    let c = CephCluster::start("table");
     c.rbd(&["create", "rbd/img1", "--size", "8M"]);
     let r = Rig::runtime();
 

@@ -611,6 +611,22 @@ impl HostQueue {
             .is_some_and(|i| self.slots[i].done.is_some())
     }
 
+    /// Polls for `d`; panics if any of `cids` completes meanwhile (a command that must wait,
+    /// e.g. while its subsystem is paused).
+    pub fn assert_none_complete_for(&mut self, cids: &[u16], d: Duration) {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            self.poll().expect("host poll");
+            for &c in cids {
+                assert!(
+                    !self.is_done(c),
+                    "CID {c:#x} completed while it should wait"
+                );
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Takes the completion of `cid` if it has arrived.
     pub fn take(&mut self, cid: u16) -> Option<Completion> {
         let i = self.slot_of(cid)?;
