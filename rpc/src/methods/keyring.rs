@@ -129,6 +129,26 @@ pub(crate) fn keyring_config(ctx: &TargetContext) -> Vec<Value> {
         .collect()
 }
 
+/// Reads the key `name` of the keyring as a DH-HMAC-CHAP secret (`DHHC-1:0X:<base64>:`, as
+/// `nvme gen-dhchap-key` writes it). The error says what is wrong without the file's content.
+pub(crate) fn read_dhchap_secret(
+    ctx: &TargetContext,
+    name: &str,
+) -> Result<target_core::nvme::auth::DhchapSecret, String> {
+    let path = ctx
+        .keys
+        .lock()
+        .iter()
+        .find(|k| k.name == name)
+        .map(|k| k.path.clone())
+        .ok_or_else(|| "no such key".to_string())?;
+    check_key_file(&path).map_err(|e| e.message)?;
+    let text = zeroize::Zeroizing::new(
+        std::fs::read_to_string(&path).map_err(|e| format!("cannot read '{path}': {e}"))?,
+    );
+    target_core::nvme::auth::DhchapSecret::parse(text.trim()).map_err(|e| e.to_string())
+}
+
 /// Whether the keyring holds a key of this name.
 pub(crate) fn key_exists(ctx: &TargetContext, name: &str) -> bool {
     ctx.keys.lock().iter().any(|k| k.name == name)
