@@ -107,7 +107,7 @@ impl Env {
         let r = Rig::new(RpcState::Startup);
         startup(&r);
         r.ok("framework_start_init", Value::Null);
-        r.tt.transport("RDMA", json!({}));
+        r.tt.transport("RDMA", json!({"kas": 10, "min_kato": 1000}));
         r.malloc("m0");
         r.ok(
             "nvmf_create_subsystem",
@@ -157,6 +157,11 @@ impl Env {
 
     /// A bare admin queue with its Connect done; returns it and the Connect's DW0.
     fn admin_queue(&self) -> (HostQueue, u32) {
+        self.admin_queue_kato(0)
+    }
+
+    /// [`Env::admin_queue`] with a keep-alive timeout.
+    fn admin_queue_kato(&self, kato_ms: u32) -> (HostQueue, u32) {
         let mut q = HostQueue::connect(
             &self.r.tt.fabric,
             Some(SocketAddr::new(HOST_IP.parse().unwrap(), 0)),
@@ -171,10 +176,16 @@ impl Env {
             &CmOverride::default(),
         )
         .unwrap();
-        let c = fabrics_connect(&mut q, &self.opts(None, None), CNTLID_DYNAMIC, 0, false)
-            .unwrap()
-            .ok()
-            .unwrap();
+        let c = fabrics_connect(
+            &mut q,
+            &self.opts(None, None),
+            CNTLID_DYNAMIC,
+            kato_ms,
+            false,
+        )
+        .unwrap()
+        .ok()
+        .unwrap();
         (q, c.cqe.dw0)
     }
 
@@ -423,6 +434,35 @@ fn commands_before_authentication_get_authentication_required() {
 }
 
 #[test]
+fn a_host_that_does_not_authenticate_in_time_is_disconnected() {
+    let e = Env::new();
+    e.r.ok(
+        "nvmf_subsystem_add_host",
+        json!({"nqn": SUB, "host": HOSTNQN, "dhchap_key": "key0"}),
+    );
+    // Each step may wait for the host as long as the keep-alive timeout.
+    let t0 = Instant::now();
+    let (mut q, dw0) = e.admin_queue_kato(1000);
+    assert_ne!(dw0 & target_core::nvme::auth::CONNECT_AUTHREQ_ATR, 0);
+    assert!(
+        q.wait_disconnected(Duration::from_secs(10)),
+        "closed: {}",
+        log_text()
+            .lines()
+            .filter(|l| l.contains("timeout") || l.contains("in time") || l.contains("DH-HMAC"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_millis(900),
+        "not before the timeout: {took:?}"
+    );
+    assert!(log_text().contains("did not go on in time"));
+    e.assert_no_secret_anywhere();
+}
+
+#[test]
 fn set_keys_rotates_for_reauthentication_and_new_connections() {
     let e = Env::new();
     e.r.ok(
@@ -566,6 +606,11 @@ fn host_key_parameters_are_checked_and_saved_after_the_keyring() {
         json!({"nqn": SUB, "host": HOSTNQN, "dhchap_key": "key0", "dhchap_ctrlr_key": "key1"}),
     );
     r.ok("keyring_file_remove_key", json!({"name": "psk0"}));
+    assert_code(
+        &r.err("keyring_file_remove_key", json!({"name": "key1"})),
+        -libc::EBUSY,
+        "in use by host",
+    );
     let saved = r.save();
     let order: Vec<&str> = saved["subsystems"]
         .as_array()

@@ -59,6 +59,26 @@ pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterErr
         StateMask::RUNTIME,
         Decode::Strict,
         |a: KeyName, ctx: Arc<TargetContext>| async move {
+            // A key a host authenticates with stays: save_config would otherwise name a key
+            // it no longer creates.
+            if let Some((sub, host)) = ctx.target().subsystems().iter().find_map(|s| {
+                s.with_config(|c| {
+                    c.host_keys
+                        .iter()
+                        .find(|(_, k)| {
+                            k.key_name == a.name || k.ctrlr_key_name.as_deref() == Some(&a.name)
+                        })
+                        .map(|(h, _)| (s.nqn().to_string(), h.clone()))
+                })
+            }) {
+                return Err(RpcError::errno(
+                    libc::EBUSY,
+                    format!(
+                        "Key '{}' is in use by host {host} of subsystem {sub}",
+                        a.name
+                    ),
+                ));
+            }
             let mut keys = ctx.keys.lock();
             let before = keys.len();
             keys.retain(|k| k.name != a.name);
