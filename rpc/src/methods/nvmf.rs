@@ -843,13 +843,6 @@ async fn add_host(a: AddHost, ctx: Arc<TargetContext>) -> RpcResult<bool> {
             a.host
         )));
     }
-    for key in [&a.dhchap_key, &a.dhchap_ctrlr_key].into_iter().flatten() {
-        if !super::keyring::key_exists(&ctx, key) {
-            return Err(RpcError::invalid_params(format!(
-                "Key '{key}' does not exist"
-            )));
-        }
-    }
     let keys = dhchap_keys(&ctx, &a.host, &a.dhchap_key, &a.dhchap_ctrlr_key)?;
     ctx.target()
         .add_host_keyed(&a.nqn, &a.host, keys)
@@ -865,6 +858,13 @@ fn dhchap_keys(
     key: &Option<String>,
     ctrlr_key: &Option<String>,
 ) -> RpcResult<Option<HostDhchap>> {
+    for name in [key, ctrlr_key].into_iter().flatten() {
+        if !super::keyring::key_exists(ctx, name) {
+            return Err(RpcError::invalid_params(format!(
+                "Key '{name}' does not exist"
+            )));
+        }
+    }
     if ctrlr_key.is_some() && key.is_none() {
         return Err(RpcError::invalid_params(
             "dhchap_ctrlr_key requires dhchap_key",
@@ -902,13 +902,6 @@ fn dhchap_keys(
 async fn set_keys(a: SetKeys, ctx: Arc<TargetContext>) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
-    for key in [&a.dhchap_key, &a.dhchap_ctrlr_key].into_iter().flatten() {
-        if !super::keyring::key_exists(&ctx, key) {
-            return Err(RpcError::invalid_params(format!(
-                "Key '{key}' does not exist"
-            )));
-        }
-    }
     let keys = dhchap_keys(&ctx, &a.host, &a.dhchap_key, &a.dhchap_ctrlr_key)?;
     ctx.target()
         .set_host_keys(&a.nqn, &a.host, keys)

@@ -929,11 +929,8 @@ impl Target {
         c.hosts.push(host.to_string());
         if let Some(k) = keys {
             tracing::info!(
-                "subsystem {nqn}: host {host} must authenticate (DH-HMAC-CHAP key '{}'{})",
-                k.key_name,
-                k.ctrlr_key_name
-                    .as_ref()
-                    .map_or(String::new(), |n| format!(", controller key '{n}'"))
+                "subsystem {nqn}: host {host} must authenticate (DH-HMAC-CHAP {})",
+                key_names(&k)
             );
             c.host_keys.insert(host.to_string(), k);
         }
@@ -961,11 +958,8 @@ impl Target {
         match keys {
             Some(k) => {
                 tracing::info!(
-                    "subsystem {nqn}: host {host} DH-HMAC-CHAP keys set to '{}'{}",
-                    k.key_name,
-                    k.ctrlr_key_name
-                        .as_ref()
-                        .map_or(String::new(), |n| format!(", controller key '{n}'"))
+                    "subsystem {nqn}: host {host} DH-HMAC-CHAP keys set to {}",
+                    key_names(&k)
                 );
                 c.host_keys.insert(host.to_string(), k);
             }
@@ -1171,3 +1165,11 @@ impl Target {
 
 #[cfg(test)]
 mod tests;
+
+/// The keyring names of a host's DH-HMAC-CHAP keys, for logs (never the secrets).
+fn key_names(k: &HostDhchap) -> String {
+    match &k.ctrlr_key_name {
+        Some(c) => format!("key '{}', controller key '{c}'", k.key_name),
+        None => format!("key '{}'", k.key_name),
+    }
+}
