@@ -155,8 +155,6 @@ fn target_settings_without_effect_are_refused() {
         ),
         (json!({"discovery_filter": "transport"}), "transport"),
         (json!({"discovery_filters": ["address"]}), "address"),
-        (json!({"dhchap_digests": ["sha256"]}), "dhchap_digests"),
-        (json!({"dhchap_dhgroups": ["null"]}), "dhchap_dhgroups"),
         (
             json!({"dup_host_policy": "restrict_per_listener"}),
             "restrict_per_listener",

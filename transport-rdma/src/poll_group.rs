@@ -170,7 +170,7 @@ impl RdmaPg {
         for qk in expired {
             tracing::warn!(
                 peer = %self.qpairs[qk as usize].q.describe("RDMA")["peer_address"]["traddr"],
-                "keep-alive timeout: disconnecting the association"
+                "keep-alive or authentication timeout: disconnecting"
             );
             self.close(core, qk);
         }

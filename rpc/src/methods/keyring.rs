@@ -59,6 +59,26 @@ pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterErr
         StateMask::RUNTIME,
         Decode::Strict,
         |a: KeyName, ctx: Arc<TargetContext>| async move {
+            // A key a host authenticates with stays: save_config would otherwise name a key
+            // it no longer creates.
+            if let Some((sub, host)) = ctx.target().subsystems().iter().find_map(|s| {
+                s.with_config(|c| {
+                    c.host_keys
+                        .iter()
+                        .find(|(_, k)| {
+                            k.key_name == a.name || k.ctrlr_key_name.as_deref() == Some(&a.name)
+                        })
+                        .map(|(h, _)| (s.nqn().to_string(), h.clone()))
+                })
+            }) {
+                return Err(RpcError::errno(
+                    libc::EBUSY,
+                    format!(
+                        "Key '{}' is in use by host {host} of subsystem {sub}",
+                        a.name
+                    ),
+                ));
+            }
             let mut keys = ctx.keys.lock();
             let before = keys.len();
             keys.retain(|k| k.name != a.name);
@@ -127,6 +147,26 @@ pub(crate) fn keyring_config(ctx: &TargetContext) -> Vec<Value> {
         .iter()
         .map(|k| json!({"method": "keyring_file_add_key", "params": {"name": k.name, "path": k.path}}))
         .collect()
+}
+
+/// Reads the key `name` of the keyring as a DH-HMAC-CHAP secret (`DHHC-1:0X:<base64>:`, as
+/// `nvme gen-dhchap-key` writes it). The error says what is wrong without the file's content.
+pub(crate) fn read_dhchap_secret(
+    ctx: &TargetContext,
+    name: &str,
+) -> Result<target_core::nvme::auth::DhchapSecret, String> {
+    let path = ctx
+        .keys
+        .lock()
+        .iter()
+        .find(|k| k.name == name)
+        .map(|k| k.path.clone())
+        .ok_or_else(|| "no such key".to_string())?;
+    check_key_file(&path).map_err(|e| e.message)?;
+    let text = zeroize::Zeroizing::new(
+        std::fs::read_to_string(&path).map_err(|e| format!("cannot read '{path}': {e}"))?,
+    );
+    target_core::nvme::auth::DhchapSecret::parse(text.trim()).map_err(|e| e.to_string())
 }
 
 /// Whether the keyring holds a key of this name.

@@ -11,12 +11,13 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use target_core::nvme::auth::{AuthPolicy, DhGroup, DhGroupSet, Digest, DigestSet, HostKeys};
 use target_core::reactor::{format_cpumask, parse_cpumask};
 use target_core::registry::{
     self, COMMON_TRANSPORT_OPTIONS, TransportAttrs, TransportOps, TransportParams,
 };
 use target_core::target::{
-    AdrFam, CoreError, DISCOVERY_NQN, ListenAddr, NsParams, Subsystem, SubsystemParams,
+    AdrFam, CoreError, DISCOVERY_NQN, HostDhchap, ListenAddr, NsParams, Subsystem, SubsystemParams,
     SubsystemType, validate_ascii_field, validate_nqn,
 };
 
@@ -213,6 +214,15 @@ struct AddHost {
 }
 
 #[derive(Deserialize)]
+struct SetKeys {
+    nqn: String,
+    host: String,
+    tgt_name: Option<String>,
+    dhchap_key: Option<String>,
+    dhchap_ctrlr_key: Option<String>,
+}
+
+#[derive(Deserialize)]
 struct RemoveHost {
     nqn: String,
     host: String,
@@ -298,6 +308,7 @@ pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterErr
     add(m, "nvmf_subsystem_add_ns", R, Relaxed, add_ns)?;
     add(m, "nvmf_subsystem_remove_ns", R, Strict, remove_ns)?;
     add(m, "nvmf_subsystem_add_host", R, Relaxed, add_host)?;
+    add(m, "nvmf_subsystem_set_keys", R, Strict, set_keys)?;
     add(m, "nvmf_subsystem_remove_host", R, Strict, remove_host)?;
     add(m, "nvmf_ns_add_host", R, Strict, ns_add_host)?;
     add(m, "nvmf_ns_remove_host", R, Strict, ns_remove_host)?;
@@ -536,7 +547,21 @@ pub(crate) fn subsystem_json(sub: &Subsystem) -> Value {
     o.insert("allow_any_host".into(), json!(c.allow_any_host));
     o.insert(
         "hosts".into(),
-        Value::Array(c.hosts.iter().map(|h| json!({"nqn": h})).collect()),
+        Value::Array(
+            c.hosts
+                .iter()
+                .map(|h| {
+                    let mut v = json!({"nqn": h});
+                    if let Some(k) = c.host_keys.get(h) {
+                        v["dhchap_key"] = json!(k.key_name);
+                        if let Some(n) = &k.ctrlr_key_name {
+                            v["dhchap_ctrlr_key"] = json!(n);
+                        }
+                    }
+                    v
+                })
+                .collect(),
+        ),
     );
     if sub.kind() == SubsystemType::Nvme {
         o.insert("serial_number".into(), json!(c.serial));
@@ -818,25 +843,69 @@ async fn add_host(a: AddHost, ctx: Arc<TargetContext>) -> RpcResult<bool> {
             a.host
         )));
     }
-    for key in [&a.dhchap_key, &a.dhchap_ctrlr_key].into_iter().flatten() {
-        if !super::keyring::key_exists(&ctx, key) {
+    let keys = dhchap_keys(&ctx, &a.host, &a.dhchap_key, &a.dhchap_ctrlr_key)?;
+    ctx.target()
+        .add_host_keyed(&a.nqn, &a.host, keys)
+        .map_err(internal)?;
+    Ok(true)
+}
+
+/// The DH-HMAC-CHAP keys named by `dhchap_key` / `dhchap_ctrlr_key`, read from their keyring
+/// files. Errors name the key, never its content.
+fn dhchap_keys(
+    ctx: &TargetContext,
+    host: &str,
+    key: &Option<String>,
+    ctrlr_key: &Option<String>,
+) -> RpcResult<Option<HostDhchap>> {
+    for name in [key, ctrlr_key].into_iter().flatten() {
+        if !super::keyring::key_exists(ctx, name) {
             return Err(RpcError::invalid_params(format!(
-                "Key '{key}' does not exist"
+                "Key '{name}' does not exist"
             )));
         }
     }
-    if a.dhchap_ctrlr_key.is_some() && a.dhchap_key.is_none() {
+    if ctrlr_key.is_some() && key.is_none() {
         return Err(RpcError::invalid_params(
             "dhchap_ctrlr_key requires dhchap_key",
         ));
     }
-    if a.dhchap_key.is_some() {
-        return Err(not_supported(
-            format_args!("Host {}: dhchap_key", a.host),
-            "rtgt has no DH-HMAC-CHAP authentication yet",
-        ));
-    }
-    ctx.target().add_host(&a.nqn, &a.host).map_err(internal)?;
+    let Some(key_name) = key else {
+        return Ok(None);
+    };
+    let read = |name: &str| {
+        super::keyring::read_dhchap_secret(ctx, name).map_err(|why| {
+            tracing::warn!("host {host}: DH-HMAC-CHAP key '{name}' unusable: {why}");
+            RpcError::invalid_params(format!(
+                "Key '{name}' is not a usable DH-HMAC-CHAP secret: {why}"
+            ))
+        })
+    };
+    let host_key = read(key_name)?;
+    let ctrl = match ctrlr_key {
+        Some(n) => Some(read(n)?),
+        None => None,
+    };
+    Ok(Some(HostDhchap {
+        key_name: key_name.clone(),
+        ctrlr_key_name: ctrlr_key.clone(),
+        keys: HostKeys {
+            host: host_key,
+            ctrl,
+        },
+    }))
+}
+
+/// `nvmf_subsystem_set_keys`: replaces the DH-HMAC-CHAP keys of an allowed host (both; an
+/// absent `dhchap_key` means the host no longer authenticates, as in SPDK). Connected queues
+/// stay; the keys apply to the next (re-)authentication.
+async fn set_keys(a: SetKeys, ctx: Arc<TargetContext>) -> RpcResult<bool> {
+    check_tgt(&a.tgt_name)?;
+    subsystem(&ctx, &a.nqn)?;
+    let keys = dhchap_keys(&ctx, &a.host, &a.dhchap_key, &a.dhchap_ctrlr_key)?;
+    ctx.target()
+        .set_host_keys(&a.nqn, &a.host, keys)
+        .map_err(internal)?;
     Ok(true)
 }
 
@@ -1046,12 +1115,16 @@ fn set_config_inner(p: &crate::Params<'_>, ctx: &TargetContext) -> RpcResult<boo
                     DHGROUPS
                 };
                 list_within(&v, all, "DH-HMAC-CHAP digest or DH group").map_err(bad)?;
-                if !super::setters::Dflt::Strs(all).matches(&v) {
-                    return Err(not_supported(
-                        format_args!("{k} {v}"),
-                        "rtgt has no DH-HMAC-CHAP yet, so there is nothing to restrict; only the full list (SPDK's default) is accepted",
-                    ));
+                let names: Vec<&str> = v
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                if names.is_empty() {
+                    return Err(bad(format!("{k} must name at least one")));
                 }
+                cfg.insert(k, v.clone());
             }
             "dup_host_policy" => match v.as_str() {
                 Some("allow") => {}
@@ -1095,8 +1168,36 @@ fn set_config_inner(p: &crate::Params<'_>, ctx: &TargetContext) -> RpcResult<boo
             }
         }
     }
-    ctx.target().update_settings(|s| s.nvmf_config = cfg);
+    let policy = auth_policy(&cfg).map_err(bad)?;
+    ctx.target().update_settings(|s| {
+        s.nvmf_config = cfg;
+        s.auth_policy = policy;
+    });
     Ok(true)
+}
+
+/// The DH-HMAC-CHAP offer of an effective `nvmf_set_config`.
+fn auth_policy(cfg: &Map<String, Value>) -> Result<AuthPolicy, String> {
+    let names = |k: &str| -> Vec<String> {
+        cfg.get(k)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_string))
+            .collect()
+    };
+    let mut digests = Vec::new();
+    for n in names("dhchap_digests") {
+        digests.push(Digest::from_name(&n).ok_or_else(|| format!("invalid digest '{n}'"))?);
+    }
+    let mut groups = Vec::new();
+    for n in names("dhchap_dhgroups") {
+        groups.push(DhGroup::from_name(&n).ok_or_else(|| format!("invalid DH group '{n}'"))?);
+    }
+    Ok(AuthPolicy {
+        digests: DigestSet::of(&digests),
+        dhgroups: DhGroupSet::of(&groups),
+    })
 }
 
 async fn set_max_subsystems(a: MaxSubsystems, ctx: Arc<TargetContext>) -> RpcResult<bool> {
@@ -1190,8 +1291,16 @@ pub(crate) fn nvmf_config(ctx: &TargetContext, with_batches: bool) -> Vec<Value>
         p.extend(c.transport_attrs.clone());
         creates.push(json!({"method": "nvmf_create_subsystem", "params": p}));
         for h in &c.hosts {
-            hosts.push(json!({"method": "nvmf_subsystem_add_host",
-                              "params": {"nqn": s.nqn(), "host": h}}));
+            let mut p = Map::new();
+            p.insert("nqn".into(), json!(s.nqn()));
+            p.insert("host".into(), json!(h));
+            if let Some(k) = c.host_keys.get(h) {
+                p.insert("dhchap_key".into(), json!(k.key_name));
+                if let Some(n) = &k.ctrlr_key_name {
+                    p.insert("dhchap_ctrlr_key".into(), json!(n));
+                }
+            }
+            hosts.push(json!({"method": "nvmf_subsystem_add_host", "params": p}));
         }
         for n in c.namespaces.values() {
             let mut ns = Map::new();

@@ -326,7 +326,14 @@ pub const METHODS: &[MethodSpec] = &[
         pos(1, "host", Str, "Host NQN (SRP: initiator port id, port GUID or IP address)"),
         TGT_T,
         l("psk", "psk", Str, "TLS pre-shared key name (rtgt: not supported)").comp(Complete::Key),
-        l("dhchap-key", "dhchap_key", Str, "DH-HMAC-CHAP key name (rtgt: not supported)").comp(Complete::Key),
+        l("dhchap-key", "dhchap_key", Str, "DH-HMAC-CHAP key name (keyring): the host must authenticate").comp(Complete::Key),
+        l("dhchap-ctrlr-key", "dhchap_ctrlr_key", Str, "DH-HMAC-CHAP controller key name (bidirectional authentication)").comp(Complete::Key),
+    ]),
+    m("nvmf_subsystem_set_keys", "Set (rotate) the DH-HMAC-CHAP keys of a host; without --dhchap-key the host no longer authenticates", &[
+        NQN,
+        pos(1, "host", Str, "Host NQN").comp(Complete::Host),
+        TGT_T,
+        l("dhchap-key", "dhchap_key", Str, "DH-HMAC-CHAP key name (keyring)").comp(Complete::Key),
         l("dhchap-ctrlr-key", "dhchap_ctrlr_key", Str, "DH-HMAC-CHAP controller key name").comp(Complete::Key),
     ]),
     m("nvmf_subsystem_remove_host", "Remove a host from a subsystem (its connections are closed)", &[

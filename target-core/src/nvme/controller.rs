@@ -221,7 +221,8 @@ impl Controller {
     pub fn set_fatal(&mut self) {
         self.regs.set_fatal();
     }
-    /// DW0 of the admin Connect response: CNTLID, AUTHREQ 0.
+    /// DW0 of the admin Connect response: CNTLID, AUTHREQ 0 (the exec layer sets AUTHREQ.ATR
+    /// for a host that must authenticate).
     pub fn connect_dw0(&self) -> u32 {
         u32::from(self.cntlid)
     }

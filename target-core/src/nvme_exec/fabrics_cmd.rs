@@ -126,7 +126,13 @@ pub(super) fn connect(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) ->
     };
     release(cx.core, req);
     match out {
-        Ok(cqe) => {
+        Ok(mut cqe) => {
+            let kato_ms = q.association().map_or(0, |a| a.with(|c| c.kato_ms()));
+            q.auth =
+                super::auth_cmd::for_connect(cx, &sub, c.data.hostnqn.as_str(), c.cmd.qid, kato_ms);
+            if q.auth.is_some() {
+                cqe.dw0 |= crate::nvme::auth::CONNECT_AUTHREQ_ATR;
+            }
             q.subsystem = Some(sub.id());
             q.sqsize = c.cmd.sqsize;
             q.sqhd = 1;

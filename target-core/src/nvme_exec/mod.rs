@@ -14,7 +14,8 @@
 //!   (admission, then the command by concern), and later [`io_done`] with the bdev completion.
 //!   The [`NvmeAction`] tells it what to do next;
 //! - the commands by concern, as Linux nvmet splits them: `fabrics_cmd` (Connect: the
-//!   association and its I/O queues), `admin_cmd` (admin commands, Keep Alive, the views the
+//!   association and its I/O queues), `auth_cmd` (DH-HMAC-CHAP: AUTHREQ, the gate before
+//!   authentication, Authentication Send/Receive), `admin_cmd` (admin commands, Keep Alive, the views the
 //!   controller logic reads), `io_cmd_bdev` (I/O commands on bdevs, multi-operation commands,
 //!   bdev status to NVMe status), `discovery_log` (the discovery log a host sees).
 //!
@@ -39,6 +40,7 @@
 
 mod admin_cmd;
 mod association;
+mod auth_cmd;
 mod discovery_log;
 mod fabrics_cmd;
 mod io_cmd_bdev;

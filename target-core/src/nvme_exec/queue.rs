@@ -7,6 +7,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::association::Association;
+use super::auth_cmd::QueueAuth;
 use super::request::AerDone;
 use super::{DisconnectFn, TransportInfo};
 use crate::nvme::{Cqe, SglPolicy, Sqe, Status, SubsystemKind};
@@ -63,6 +64,8 @@ pub struct Queue {
     pub(super) listen: ListenAddr,
     pub(super) local: SocketAddr,
     pub(super) peer: SocketAddr,
+    /// DH-HMAC-CHAP state, when the host must authenticate.
+    pub(super) auth: Option<QueueAuth>,
     closing: bool,
     finished: bool,
 }
@@ -101,6 +104,7 @@ impl Queue {
             listen,
             local,
             peer,
+            auth: None,
             closing: false,
             finished: false,
         }
@@ -125,6 +129,7 @@ impl Queue {
             listen: ListenAddr::new("RDMA", AdrFam::Ipv4, "10.0.0.1", "4420"),
             local: a,
             peer: a,
+            auth: None,
             closing: false,
             finished: false,
         }
@@ -217,9 +222,13 @@ impl Queue {
         Cqe::for_command(sqe, self.qid, self.sqhd(), status)
     }
 
-    /// The keep-alive timer of this admin queue's controller expired at `now` (once): the
-    /// transport must disconnect the queue, which ends the association.
+    /// The keep-alive timer of this admin queue's controller expired at `now` (once), or a
+    /// DH-HMAC-CHAP step of this queue waited for the host too long: the transport must
+    /// disconnect the queue (for an admin queue that ends the association).
     pub fn keep_alive_expired(&self, now: Instant) -> bool {
+        if !self.closing && self.auth.as_ref().is_some_and(|a| a.timed_out(now)) {
+            return true;
+        }
         match &self.role {
             QueueRole::Admin(c) if !self.closing => c.with(|c| c.keep_alive_expired(now)),
             _ => false,
@@ -299,10 +308,12 @@ impl Queue {
             "deactivating"
         } else if matches!(self.role, QueueRole::Unconnected) {
             "connecting"
+        } else if self.auth.as_ref().is_some_and(|a| !a.is_authenticated()) {
+            "authenticating"
         } else {
             "active"
         };
-        json!({
+        let mut v = json!({
             "cntlid": cntlid,
             "qid": self.qid,
             "state": state,
@@ -315,7 +326,11 @@ impl Queue {
                 "trsvcid": self.listen.trsvcid,
             },
             "peer_address": addr_json(transport, &self.peer),
-        })
+        });
+        if let Some(a) = &self.auth {
+            v["auth"] = a.describe();
+        }
+        v
     }
 
     /// Whether the subsystem is a discovery subsystem (for logs).

@@ -23,7 +23,7 @@ use arrayvec::ArrayVec;
 use super::TransportInfo;
 use super::io_cmd_bdev::Followup;
 use super::queue::{Queue, QueueRole};
-use super::{admin_cmd, fabrics_cmd, io_cmd_bdev};
+use super::{admin_cmd, auth_cmd, fabrics_cmd, io_cmd_bdev};
 use crate::bdev::{BdevIo, BdevOp};
 use crate::nvme::sgl::{self, DataSgl};
 use crate::nvme::spec::{fctype, io_opc};
@@ -192,6 +192,14 @@ pub fn abandon(core: &mut PgCore, req: &mut NvmeReq) {
 pub fn execute(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) -> NvmeAction {
     if q.is_closing() {
         return complete(q, req, Status::ABORTED_SQ_DELETION);
+    }
+    if q.auth.is_some() && !matches!(q.role, QueueRole::Unconnected) {
+        if let Some(s) = auth_cmd::gate(q, &req.sqe) {
+            return complete(q, req, s);
+        }
+        if auth_cmd::is_auth(&req.sqe) {
+            return auth_cmd::execute(cx, q, req);
+        }
     }
     // No Arc clone on the I/O path: the controller's reference count is shared by reactors.
     let admin_ctrl = match &q.role {

@@ -19,13 +19,13 @@ use serde_json::{Value, json};
 
 pub use error::CoreError;
 pub use poll_group::{
-    Admission, AdmitKind, NsGroup, NsInfo, PgCore, PgStats, PollGroup, TAG_MASK, with_poll_group,
-    with_transport_pg,
+    Admission, AdmitKind, NsGroup, NsInfo, PgCore, PgStats, PollGroup, TAG_MASK,
+    resume_transport_request, with_poll_group, with_transport_pg,
 };
 pub use state::{PauseScope, SubsystemState};
 pub use subsystem::{
     AdrFam, ControllerInfo, DEFAULT_MAX_NAMESPACES, DEFAULT_MODEL, DEFAULT_SERIAL, DISCOVERY_NQN,
-    ListenAddr, MAX_LISTENERS, Namespace, Subsystem, SubsystemConfig, SubsystemType,
+    HostDhchap, ListenAddr, MAX_LISTENERS, Namespace, Subsystem, SubsystemConfig, SubsystemType,
     validate_ascii_field, validate_nqn,
 };
 
@@ -70,6 +70,9 @@ pub struct TargetSettings {
     pub nvmf_config: serde_json::Map<String, Value>,
     /// Command retry delay times (100 ms units).
     pub crdt: [u16; 3],
+    /// What DH-HMAC-CHAP may negotiate (`nvmf_set_config` `dhchap_digests` /
+    /// `dhchap_dhgroups`).
+    pub auth_policy: crate::nvme::auth::AuthPolicy,
 }
 
 impl Default for TargetSettings {
@@ -79,6 +82,7 @@ impl Default for TargetSettings {
             max_subsystems_set: false,
             nvmf_config: serde_json::Map::new(),
             crdt: [0; 3],
+            auth_policy: crate::nvme::auth::AuthPolicy::default(),
         }
     }
 }
@@ -253,6 +257,11 @@ impl Target {
     /// Target-wide settings.
     pub fn settings(&self) -> TargetSettings {
         self.settings.lock().clone()
+    }
+
+    /// What DH-HMAC-CHAP may negotiate now.
+    pub fn auth_policy(&self) -> crate::nvme::auth::AuthPolicy {
+        self.settings.lock().auth_policy
     }
 
     /// Changes target-wide settings.
@@ -514,6 +523,7 @@ impl Target {
             max_namespaces: p.max_namespaces,
             allow_any_host: p.allow_any_host,
             hosts: Vec::new(),
+            host_keys: BTreeMap::new(),
             listeners: Vec::new(),
             namespaces: BTreeMap::new(),
             min_cntlid: p.min_cntlid,
@@ -896,6 +906,16 @@ impl Target {
 
     /// Allows a host (NVMe host NQN or SRP initiator port id).
     pub fn add_host(&self, nqn: &str, host: &str) -> Result<(), CoreError> {
+        self.add_host_keyed(nqn, host, None)
+    }
+
+    /// Allows a host that, with `keys`, must authenticate with DH-HMAC-CHAP on every queue.
+    pub fn add_host_keyed(
+        &self,
+        nqn: &str,
+        host: &str,
+        keys: Option<HostDhchap>,
+    ) -> Result<(), CoreError> {
         let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
         if host.is_empty() || host.len() > 223 {
             return Err(CoreError::Invalid(format!("invalid host '{host}'")));
@@ -907,8 +927,47 @@ impl Target {
             )));
         }
         c.hosts.push(host.to_string());
+        if let Some(k) = keys {
+            tracing::info!(
+                "subsystem {nqn}: host {host} must authenticate (DH-HMAC-CHAP {})",
+                key_names(&k)
+            );
+            c.host_keys.insert(host.to_string(), k);
+        }
         drop(c);
         self.discovery_changed();
+        Ok(())
+    }
+
+    /// Replaces the DH-HMAC-CHAP keys of an allowed host (`nvmf_subsystem_set_keys`); `None`
+    /// removes them (the host no longer authenticates). Connected queues keep their
+    /// authentication; the new keys apply from the next authentication transaction.
+    pub fn set_host_keys(
+        &self,
+        nqn: &str,
+        host: &str,
+        keys: Option<HostDhchap>,
+    ) -> Result<(), CoreError> {
+        let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
+        let mut c = sub.config.write();
+        if !c.hosts.iter().any(|h| h == host) {
+            return Err(CoreError::NotFound(format!(
+                "Host {host} is not allowed on subsystem {nqn}"
+            )));
+        }
+        match keys {
+            Some(k) => {
+                tracing::info!(
+                    "subsystem {nqn}: host {host} DH-HMAC-CHAP keys set to {}",
+                    key_names(&k)
+                );
+                c.host_keys.insert(host.to_string(), k);
+            }
+            None => {
+                tracing::info!("subsystem {nqn}: host {host} DH-HMAC-CHAP keys removed");
+                c.host_keys.remove(host);
+            }
+        }
         Ok(())
     }
 
@@ -919,6 +978,7 @@ impl Target {
             let mut c = sub.config.write();
             let before = c.hosts.len();
             c.hosts.retain(|h| h != host);
+            c.host_keys.remove(host);
             if before == c.hosts.len() {
                 return Err(CoreError::NotFound(format!(
                     "Host {host} is not allowed on subsystem {nqn}"
@@ -1130,3 +1190,11 @@ impl Target {
 
 #[cfg(test)]
 mod tests;
+
+/// The keyring names of a host's DH-HMAC-CHAP keys, for logs (never the secrets).
+fn key_names(k: &HostDhchap) -> String {
+    match &k.ctrlr_key_name {
+        Some(c) => format!("key '{}', controller key '{c}'", k.key_name),
+        None => format!("key '{}'", k.key_name),
+    }
+}

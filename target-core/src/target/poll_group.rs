@@ -854,6 +854,18 @@ pub fn with_poll_group<R>(ctx: &mut ReactorCtx, f: impl FnOnce(&mut PollGroup) -
     Some(r)
 }
 
+/// Replays request `token` of transport `transport` on this reactor's poll group through
+/// [`TransportPollGroup::resume_request`]: work done off the reactor for a request that
+/// answered [`crate::nvme_exec::NvmeAction::Queued`] is ready. A token that no longer names a
+/// waiting request is ignored by the transport.
+pub fn resume_transport_request(ctx: &mut ReactorCtx, transport: usize, token: u64) {
+    with_poll_group(ctx, |pg| {
+        if let Some(t) = pg.transports.get_mut(transport).and_then(Option::as_mut) {
+            t.resume_request(&mut pg.core, token);
+        }
+    });
+}
+
 /// Runs `f` on one transport's poll group on this reactor (e.g. to hand it a new connection).
 pub fn with_transport_pg<T: TransportPollGroup, R>(
     ctx: &mut ReactorCtx,

@@ -219,6 +219,9 @@ pub struct SubsystemConfig {
     pub allow_any_host: bool,
     /// Allowed hosts: host NQNs for NVMe, initiator port ids for SRP.
     pub hosts: Vec<String>,
+    /// DH-HMAC-CHAP keys of NVMe hosts that must authenticate, by host NQN
+    /// (`nvmf_subsystem_add_host` / `nvmf_subsystem_set_keys` `dhchap_key`).
+    pub host_keys: BTreeMap<String, HostDhchap>,
     /// Listeners, in the order they were added.
     pub listeners: Vec<ListenAddr>,
     /// Namespaces by NSID.
@@ -255,6 +258,19 @@ impl SubsystemConfig {
     pub fn host_allowed(&self, host: &str) -> bool {
         self.allow_any_host || self.hosts.iter().any(|h| h == host)
     }
+}
+
+/// The DH-HMAC-CHAP keys of one host: the keyring names (for save_config) and the secrets read
+/// from their files. Its `Debug` shows names and key lengths only, never key material.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostDhchap {
+    /// Keyring name of the host's key (`dhchap_key`).
+    pub key_name: String,
+    /// Keyring name of the controller's key (`dhchap_ctrlr_key`), for bidirectional
+    /// authentication.
+    pub ctrlr_key_name: Option<String>,
+    /// The secrets.
+    pub keys: crate::nvme::auth::HostKeys,
 }
 
 /// A controller (NVMe association) or session (SRP nexus) as management shows it
@@ -417,6 +433,15 @@ impl Subsystem {
             .collect()
     }
 
+    /// The DH-HMAC-CHAP keys `host` must authenticate with, if any.
+    pub fn host_keys(&self, host: &str) -> Option<crate::nvme::auth::HostKeys> {
+        self.config
+            .read()
+            .host_keys
+            .get(host)
+            .map(|k| k.keys.clone())
+    }
+
     /// Whether `host` may connect through `addr`. The discovery subsystem accepts every host on
     /// every listener of the target.
     pub fn access_allowed(&self, host: &str, addr: &ListenAddr) -> bool {
@@ -502,6 +527,7 @@ mod tests {
             max_namespaces: 0,
             allow_any_host: false,
             hosts: vec![h.to_string()],
+            host_keys: BTreeMap::new(),
             listeners: Vec::new(),
             namespaces: BTreeMap::new(),
             min_cntlid: 1,
@@ -591,6 +617,7 @@ mod tests {
             max_namespaces: 0,
             allow_any_host: true,
             hosts: Vec::new(),
+            host_keys: BTreeMap::new(),
             listeners: Vec::new(),
             namespaces: BTreeMap::new(),
             min_cntlid: 5,

@@ -10,6 +10,7 @@ use target_core::nvme::identify::ctrl_off;
 use target_core::nvme::spec::{CNTLID_DYNAMIC, admin_opc, io_opc, prop};
 use target_core::nvme::{Cqe, Sqe};
 
+use super::auth::{DhchapOpts, authenticate};
 use super::queue::{CmOverride, Completion, Data, HostError, HostQueue, QueueOpts};
 
 /// Everything a controller connect needs.
@@ -33,6 +34,8 @@ pub struct ConnectOpts {
     pub in_capsule_connect: bool,
     /// The host's own address (source of the connections).
     pub src: Option<IpAddr>,
+    /// DH-HMAC-CHAP keys, used when a Connect asks for authentication.
+    pub dhchap: Option<DhchapOpts>,
 }
 
 impl ConnectOpts {
@@ -48,6 +51,7 @@ impl ConnectOpts {
             max_io: 128 * 1024,
             in_capsule_connect: true,
             src: None,
+            dhchap: None,
         }
     }
 }
@@ -110,6 +114,22 @@ pub fn fabrics_connect(
     q.cmd(sqe, d)
 }
 
+/// Authenticates on `q` if the Connect response (`dw0`) set AUTHREQ.ATR, as the Linux host
+/// does; without keys that is [`HostError::NoKey`].
+pub fn authenticate_if_asked(
+    q: &mut HostQueue,
+    opts: &ConnectOpts,
+    dw0: u32,
+) -> Result<(), HostError> {
+    if dw0 & target_core::nvme::auth::CONNECT_AUTHREQ_ATR == 0 {
+        return Ok(());
+    }
+    let Some(o) = &opts.dhchap else {
+        return Err(HostError::NoKey);
+    };
+    authenticate(q, &opts.subnqn, &opts.hostnqn, o, q.qid() + 1).map(|_| ())
+}
+
 impl HostCtrl {
     /// Connects the admin queue, enables the controller, identifies it, negotiates and
     /// connects the I/O queues.
@@ -131,6 +151,7 @@ impl HostCtrl {
         // The admin Connect data always goes keyed on RDMA (Linux's admin capsule is 64 B).
         let c = fabrics_connect(&mut admin, &opts, CNTLID_DYNAMIC, opts.kato_ms, false)?.ok()?;
         let cntlid = c.cqe.dw0 as u16;
+        authenticate_if_asked(&mut admin, &opts, c.cqe.dw0)?;
         let mut ctrl = HostCtrl {
             admin,
             io: Vec::new(),
@@ -205,7 +226,8 @@ impl HostCtrl {
             &CmOverride::default(),
         )?;
         let inc = self.opts.in_capsule_connect && self.in_capsule >= 1024;
-        fabrics_connect(&mut q, &self.opts, self.cntlid, 0, inc)?.ok()?;
+        let c = fabrics_connect(&mut q, &self.opts, self.cntlid, 0, inc)?.ok()?;
+        authenticate_if_asked(&mut q, &self.opts, c.cqe.dw0)?;
         self.io.push(q);
         Ok(())
     }

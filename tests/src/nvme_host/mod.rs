@@ -4,17 +4,20 @@
 //! on the simulated fabric the way the Linux host would, and also break the rules on purpose.
 //!
 //! - [`HostQueue`]: one queue: connect, submit, poll, wait; pipelined up to its depth.
+//! - [`authenticate`]: DH-HMAC-CHAP on a queue whose Connect asked for it.
 //! - [`HostCtrl`]: a controller: admin queue bring-up (Connect, CC.EN, Identify, Number of
 //!   Queues) and I/O queues, with helpers for properties, Identify, logs and Keep Alive.
 
+mod auth;
 mod ctrl;
 mod env;
 mod io;
 mod queue;
 
+pub use auth::{AUTH_AL, DhchapOpts, authenticate, refused_reason};
 pub use ctrl::{
-    ConnectOpts, HostCtrl, fabrics_connect, fabrics_sqe, pattern, pattern_block, read_sqe, rw_sqe,
-    write_sqe,
+    ConnectOpts, HostCtrl, authenticate_if_asked, fabrics_connect, fabrics_sqe, pattern,
+    pattern_block, read_sqe, rw_sqe, write_sqe,
 };
 pub use env::{HOSTNQN, NvmfEnv};
 pub use io::{Mode, Workload, read_verify, write_all, write_read_verify};

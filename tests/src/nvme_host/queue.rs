@@ -39,6 +39,10 @@ pub enum HostError {
     Disconnected,
     /// The target broke the protocol (wrong CID, bogus invalidation, bad length...).
     Protocol(String),
+    /// DH-HMAC-CHAP failed (the reason from AUTH_Failure1, or the host's own).
+    Auth(target_core::nvme::auth::FailureReason),
+    /// The controller requires authentication and the host has no key (Linux: -EKEYREJECTED).
+    NoKey,
 }
 
 impl std::fmt::Display for HostError {

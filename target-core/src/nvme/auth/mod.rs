@@ -11,16 +11,16 @@
 //! - [`idset`]: sets of hashes and groups (the configured offer).
 //! - [`random`]: where challenges and exponents come from.
 //!
-//! Nothing here is wired into the controller yet. To wire it, the exec layer:
+//! The exec layer binds it to the queues (`crate::nvme_exec`'s `auth_cmd`): it
 //! 1. answers Connect with AUTHREQ.ATR (DW0 bit 17) when the host has a `dhchap_key`, and creates
 //!    a [`CtrlAuth`] for that queue (admin and every I/O queue);
 //! 2. until [`CtrlAuth::is_authenticated`], refuses every command but Connect, Property Get of
 //!    CAP and Authentication Send/Receive ([`AUTH_REQUIRED`]);
 //! 3. parses Authentication Send/Receive with [`AuthCmd::parse`] (its error is the completion),
-//!    passes the data to [`CtrlAuth::send`] or the AL to [`CtrlAuth::receive`], completes with
-//!    the [`AuthOutcome`]'s status and data, and on [`AuthEvent::Failed`] tears the queue down
-//!    once that completion was sent;
-//! 4. calls [`CtrlAuth::poll_timeout`] at [`CtrlAuth::deadline`].
+//!    passes the data to [`CtrlAuth::send`] or the AL to [`CtrlAuth::receive`] (the DH steps on
+//!    an authentication thread), completes with the [`AuthOutcome`]'s status and data, and on
+//!    [`AuthEvent::Failed`] tears the queue down once that completion was sent;
+//! 4. closes a queue whose [`CtrlAuth::deadline`] passed (with the keep-alive timer).
 
 pub mod chap;
 pub mod command;
