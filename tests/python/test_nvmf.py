@@ -228,7 +228,7 @@ def test_startup_settings(startup_target):
     assert err.code == -32602
     err = t.call_fail("nvmf_set_config", {"poll_groups_mask": "0x4"})
     assert err.code == -32602
-    # The DH-HMAC-CHAP lists restrict what is negotiated (docs/access-control.md).
+    # The DH-HMAC-CHAP lists restrict what is negotiated (docs/security.md).
     t.rpc("nvmf_set_config", "--dup-host-policy", "allow", "--dhchap-digests",
           "sha384,sha512")
     t.rpc("nvmf_set_crdt", "-t1", "0")

@@ -810,7 +810,7 @@ async fn remove_ns(a: RemoveNs, ctx: Arc<TargetContext>) -> RpcResult<bool> {
 }
 
 /// `nvmf_ns_add_host` / `nvmf_ns_remove_host`: per-host visibility of a namespace added with
-/// `no_auto_visible` (docs/access-control.md). Errors are SPDK's -32602.
+/// `no_auto_visible` (docs/security.md). Errors are SPDK's -32602.
 async fn ns_visibility(a: NsHost, ctx: Arc<TargetContext>, visible: bool) -> RpcResult<bool> {
     check_tgt(&a.tgt_name)?;
     subsystem(&ctx, &a.nqn)?;
