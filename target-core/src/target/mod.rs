@@ -670,12 +670,14 @@ impl Target {
             let ana = sub.with_config(|c| c.ana.is_some());
             if !ana {
                 return Err(CoreError::Invalid(format!(
-                    "ana_state {initial}: subsystem {nqn} was created without ana_reporting"
+                    "ana_state {initial} is not supported: subsystem {nqn} was created without \
+                     ana_reporting (every listener is optimized)"
                 )));
             }
             if !is_ana_path(&addr) {
                 return Err(CoreError::Invalid(format!(
-                    "ana_state {initial}: {} listeners are not ANA paths (SCSI ALUA is not wired)",
+                    "ana_state {initial} is not supported: {} listeners are not ANA paths \
+                     (SCSI ALUA is not wired)",
                     addr.trtype
                 )));
             }
@@ -826,19 +828,16 @@ impl Target {
             }
             let anagrpid = if pp.anagrpid == 0 { nsid } else { pp.anagrpid };
             if let Some(a) = c.ana.as_mut() {
-                // A backend with a volatile cache in the target is not safe for writes through
-                // two optimized paths of two gateways at once.
-                let aa = if bdev.write_cache() {
-                    crate::ana::ActiveActive::Unsafe
-                } else {
-                    crate::ana::ActiveActive::Safe
-                };
-                a.add_namespace(nsid, anagrpid, aa)
+                // Within one process every listener reaches the bdev through the same object, so
+                // several optimized paths are safe (as SPDK, which allows them). No backend is
+                // declared unsafe for active/active yet (docs/ha.md: RBD with exclusive-lock
+                // across gateways is the candidate).
+                a.add_namespace(nsid, anagrpid, crate::ana::ActiveActive::Safe)
                     .map_err(|e| CoreError::Invalid(e.to_string()))?;
             } else if anagrpid != nsid {
                 return Err(CoreError::Invalid(format!(
-                    "anagrpid {anagrpid}: subsystem {nqn_s} was created without ana_reporting \
-                     (a namespace is in the ANA group of its NSID)"
+                    "anagrpid {anagrpid} is not supported: subsystem {nqn_s} was created \
+                     without ana_reporting (a namespace is in the ANA group of its NSID)"
                 )));
             }
             c.namespaces.insert(
