@@ -78,7 +78,10 @@ fn states_are_set_per_listener_and_group_and_shown() {
     let i = "inaccessible";
     assert_eq!(
         states(&r),
-        [("4420".into(), s(&[o, o, o, o])), ("4421".into(), s(&[i, i, i, i]))]
+        [
+            ("4420".into(), s(&[o, o, o, o])),
+            ("4421".into(), s(&[i, i, i, i]))
+        ]
     );
     let set = |port: &str, state: &str, g: Option<u32>| {
         let mut p = json!({"nqn": NQN, "listen_address": la(port), "ana_state": state});
@@ -202,10 +205,7 @@ fn save_config_brings_the_states_back() {
     );
     let saved = r.save();
     let nvmf = saved_section(&saved, "nvmf");
-    let methods: Vec<&str> = nvmf
-        .iter()
-        .map(|c| c["method"].as_str().unwrap())
-        .collect();
+    let methods: Vec<&str> = nvmf.iter().map(|c| c["method"].as_str().unwrap()).collect();
     let pos = |m: &str| methods.iter().position(|x| *x == m).unwrap();
     let set_at = pos("nvmf_subsystem_listener_set_ana_state");
     assert!(pos("nvmf_subsystem_add_listener") < set_at);

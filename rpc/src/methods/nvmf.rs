@@ -1383,10 +1383,7 @@ pub(crate) fn nvmf_config(ctx: &TargetContext, with_batches: bool) -> Vec<Value>
         }
         for l in &c.listeners {
             let mut call = add_listener_call(s.nqn(), l);
-            let saved = c
-                .ana
-                .as_ref()
-                .and_then(|a| a.model.saved(a.id_of(l)?));
+            let saved = c.ana.as_ref().and_then(|a| a.model.saved(a.id_of(l)?));
             if let Some(saved) = saved {
                 // The state most groups have comes up with the listener, atomically; one
                 // set_ana_state per group that differs follows it.

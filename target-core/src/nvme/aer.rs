@@ -161,7 +161,10 @@ mod tests {
     fn dw0_values() {
         assert_eq!(AsyncEvent::NamespaceAttributeChanged.dw0(), 0x0004_0002);
         assert_eq!(AsyncEvent::DiscoveryLogChanged.dw0(), 0x0070_F002);
-        assert_eq!(AsyncEvent::AnaChange.dw0(), super::super::ana::ANA_CHANGE_DW0);
+        assert_eq!(
+            AsyncEvent::AnaChange.dw0(),
+            super::super::ana::ANA_CHANGE_DW0
+        );
         assert_eq!(AsyncEvent::AnaChange.dw0(), 0x000C_0302);
     }
 

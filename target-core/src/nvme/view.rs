@@ -6,8 +6,8 @@
 
 use super::ana::AnaIdentify;
 use super::discovery::DiscoveryLog;
-use crate::ana::{AnaLog, AnaState};
 use super::sgl::SglPolicy;
+use crate::ana::{AnaLog, AnaState};
 
 /// What kind of subsystem (and therefore controller) this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -141,9 +141,11 @@ impl SubsystemAna {
             Some(g) => g..=g,
             None => 1..=self.model.config().anagrpmax,
         };
-        groups
-            .into_iter()
-            .any(|g| self.model.target(id, g).is_some_and(AnaState::is_accessible))
+        groups.into_iter().any(|g| {
+            self.model
+                .target(id, g)
+                .is_some_and(AnaState::is_accessible)
+        })
     }
 
     /// Ends a listener's running transitions (its I/O has drained).
@@ -279,7 +281,10 @@ impl Target {
         })?;
         let f = Box::new(move |s: &Arc<Subsystem>| {
             let mut c = s.config.write();
-            let a = c.ana.as_mut().ok_or_else(|| CoreError::Internal("ANA is gone".into()))?;
+            let a = c
+                .ana
+                .as_mut()
+                .ok_or_else(|| CoreError::Internal("ANA is gone".into()))?;
             a.set_state(id, anagrpid, state, drain, Instant::now())
                 .map_err(invalid)?;
             Ok((0, None))
@@ -305,7 +310,13 @@ impl Target {
             }
             Ok((0, None))
         });
-        let drained = self.change(&sub, Change::Modify { scope: PauseScope::All, f });
+        let drained = self.change(
+            &sub,
+            Change::Modify {
+                scope: PauseScope::All,
+                f,
+            },
+        );
         match tokio::time::timeout(anatt, drained).await {
             Ok(r) => r.map(|_| ()),
             Err(_) => {
@@ -367,12 +378,18 @@ mod tests {
         a.add_listener(&addr("4421"), AnaState::Inaccessible)
             .unwrap();
         a.add_namespace(1, 1, ActiveActive::Unsafe).unwrap();
-        let (l1, l2) = (a.id_of(&addr("4420")).unwrap(), a.id_of(&addr("4421")).unwrap());
+        let (l1, l2) = (
+            a.id_of(&addr("4420")).unwrap(),
+            a.id_of(&addr("4421")).unwrap(),
+        );
         let before = a.snapshot();
         let (g1, g2) = (a.generation(l1), a.generation(l2));
         // A second optimized path for an unsafe namespace is refused and changes nothing.
         let now = Instant::now();
-        assert!(a.set_state(l2, Some(1), AnaState::Optimized, false, now).is_err());
+        assert!(
+            a.set_state(l2, Some(1), AnaState::Optimized, false, now)
+                .is_err()
+        );
         assert_eq!(a.snapshot(), before);
         a.set_state(l1, Some(1), AnaState::Inaccessible, true, now)
             .unwrap();
@@ -383,7 +400,10 @@ mod tests {
         a.finish(l1);
         assert_eq!(a.model.reported(l1, 1), Some(AnaState::Inaccessible));
         assert!(!a.needs_drain(l1, Some(1), AnaState::Inaccessible));
-        assert!(a.needs_drain(l1, None, AnaState::Inaccessible), "groups 2-4 are optimized");
+        assert!(
+            a.needs_drain(l1, None, AnaState::Inaccessible),
+            "groups 2-4 are optimized"
+        );
         assert!(!a.needs_drain(l2, Some(2), AnaState::Inaccessible));
         assert!(!a.needs_drain(l1, None, AnaState::Optimized));
         a.remove_listener(&addr("4420"));
