@@ -187,6 +187,25 @@ fn identify_reports_ana_and_each_path_its_own_log() {
     let (_, rgo) = ana_log(&mut b, true);
     assert_eq!(rgo, [(1, vec![], INACCESSIBLE), (2, vec![], INACCESSIBLE)]);
 
+    // A namespace-scoped feature of a namespace the path cannot access gets the path's
+    // status; a controller-wide one does not.
+    let get_feature = |c: &mut HostCtrl, fid: u32, nsid: u32| {
+        let mut s = Sqe::new(admin_opc::GET_FEATURES, 0);
+        s.set_nsid(nsid).set_cdw(10, fid);
+        c.admin.cmd(s, Data::None).unwrap().cqe.status
+    };
+    assert_eq!(get_feature(&mut a, 0x05, 1), Status::SUCCESS);
+    assert_eq!(
+        get_feature(&mut b, 0x05, 1),
+        target_core::nvme::ana::ANA_INACCESSIBLE,
+        "Error Recovery of namespace 1 through the inaccessible path"
+    );
+    assert_eq!(
+        get_feature(&mut b, 0x07, 0),
+        Status::SUCCESS,
+        "Number of Queues"
+    );
+
     // I/O: served through the optimized path, 302h without DNR through the other.
     assert_eq!(read_status(&mut a, 1), Status::SUCCESS);
     let s = read_status(&mut b, 1);
