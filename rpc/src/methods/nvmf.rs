@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use target_core::nvme::auth::{AuthPolicy, DhGroup, DhGroupSet, Digest, DigestSet, HostKeys};
 use target_core::ana::AnaState;
+use target_core::nvme::auth::{AuthPolicy, DhGroup, DhGroupSet, Digest, DigestSet, HostKeys};
 use target_core::reactor::{format_cpumask, parse_cpumask};
 use target_core::registry::{
     self, COMMON_TRANSPORT_OPTIONS, TransportAttrs, TransportOps, TransportParams,
