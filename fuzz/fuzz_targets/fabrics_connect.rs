@@ -66,6 +66,7 @@ fuzz_target!(|data: &[u8]| {
         max_namespaces: 8,
         namespaces: &nss,
         discovery_log: None,
+        ana: None,
     };
     let mut buf = [0u8; 64];
     let _ = ctrl.admin(

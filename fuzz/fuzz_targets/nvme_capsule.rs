@@ -59,6 +59,7 @@ fuzz_target!(|data: &[u8]| {
             genctr: 3,
             entries: &entries,
         }),
+        ana: None,
     };
     let mut ctrl = nvme::controller(kind, limits);
     let now = Instant::now();

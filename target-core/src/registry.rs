@@ -409,9 +409,10 @@ pub trait TransportPollGroup: Any {
     /// Disconnects every connection bound to a subsystem (it is being stopped). Each reports
     /// [`PgCore::qpair_removed`] when it is gone.
     fn disconnect_subsystem(&mut self, core: &mut PgCore, subsystem: u32);
-    /// The namespaces of a subsystem changed (added, removed, replaced) and the subsystem
-    /// resumed on this poll group: NVMe transports raise namespace-attribute-changed events for
-    /// controllers whose admin queue lives here.
+    /// The namespaces of a subsystem changed (added, removed, replaced; `nsids`, possibly
+    /// empty) or an ANA log of one of its listeners changed, and the subsystem resumed on this
+    /// poll group: NVMe transports hand the change to each admin queue that lives here
+    /// (`nvme_exec::Queue::namespaces_changed`), which answers the parked AERs to complete.
     fn namespaces_changed(&mut self, _core: &mut PgCore, _subsystem: u32, _nsids: &[u32]) {}
     /// Subsystems, listeners or allowed hosts changed: NVMe transports tell the discovery
     /// controllers whose admin queue lives here when the log their host sees changed.

@@ -79,12 +79,6 @@ fn subsystem_and_listener_options_without_effect_are_refused() {
     refused(
         &r,
         "nvmf_create_subsystem",
-        sub(json!({"ana_reporting": true})),
-        "ana_reporting",
-    );
-    refused(
-        &r,
-        "nvmf_create_subsystem",
         sub(json!({"dmrsl": 1000})),
         "dmrsl 1000",
     );
@@ -136,9 +130,16 @@ fn subsystem_and_listener_options_without_effect_are_refused() {
         listener(json!({"numa_id": 0})),
         "numa_id 0",
     );
+    // Without ana_reporting every listener is optimized: another state has no effect.
+    refused(
+        &r,
+        "nvmf_subsystem_add_listener",
+        listener(json!({"ana_state": "inaccessible"})),
+        "ana_state inaccessible",
+    );
     r.ok(
         "nvmf_subsystem_add_listener",
-        listener(json!({"secure_channel": false, "numa_id": -1})),
+        listener(json!({"secure_channel": false, "numa_id": -1, "ana_state": "optimized"})),
     );
 }
 

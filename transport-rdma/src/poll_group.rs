@@ -474,9 +474,10 @@ impl TransportPollGroup for RdmaPg {
         let done: Vec<(u32, AerDone)> = self
             .qpairs
             .iter()
-            .filter_map(|(k, q)| {
-                q.q.namespaces_changed(subsystem, nsids)
-                    .map(|a| (k as u32, a))
+            .flat_map(|(k, q)| {
+                q.q.namespaces_changed(core, subsystem, nsids)
+                    .into_iter()
+                    .map(move |a| (k as u32, a))
             })
             .collect();
         for (qk, a) in done {

@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use target_core::ana::AnaState;
 use target_core::nvme::auth::{AuthPolicy, DhGroup, DhGroupSet, Digest, DigestSet, HostKeys};
 use target_core::reactor::{format_cpumask, parse_cpumask};
 use target_core::registry::{
@@ -166,6 +167,23 @@ struct AddListener {
 pub const SPDK_LISTENER_ATTRS: &[&str] = &["sock_impl"];
 
 #[derive(Deserialize)]
+struct SetAnaState {
+    nqn: String,
+    listen_address: Address,
+    ana_state: String,
+    anagrpid: Option<u32>,
+    tgt_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct SetNsAnaGroup {
+    nqn: String,
+    nsid: u32,
+    anagrpid: u32,
+    tgt_name: Option<String>,
+}
+
+#[derive(Deserialize)]
 struct RemoveListener {
     nqn: String,
     listen_address: Address,
@@ -305,6 +323,20 @@ pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterErr
         remove_listener,
     )?;
     add(m, "nvmf_subsystem_get_listeners", R, Strict, get_listeners)?;
+    add(
+        m,
+        "nvmf_subsystem_listener_set_ana_state",
+        R,
+        Strict,
+        set_ana_state,
+    )?;
+    add(
+        m,
+        "nvmf_subsystem_set_ns_ana_group",
+        R,
+        Strict,
+        set_ns_ana_group,
+    )?;
     add(m, "nvmf_subsystem_add_ns", R, Relaxed, add_ns)?;
     add(m, "nvmf_subsystem_remove_ns", R, Strict, remove_ns)?;
     add(m, "nvmf_subsystem_add_host", R, Relaxed, add_host)?;
@@ -454,12 +486,6 @@ async fn create_subsystem(
             a.nqn
         )));
     }
-    if a.ana_reporting {
-        return Err(not_supported(
-            "ana_reporting true",
-            "rtgt does not report ANA yet (no ANA log page, no ANA groups); omit it or pass false",
-        ));
-    }
     if let Some(d) = a.dmrsl.filter(|d| *d != DEFAULT_DMRSL) {
         return Err(not_supported(
             format_args!("dmrsl {d}"),
@@ -491,6 +517,7 @@ async fn create_subsystem(
     p.model = a.model_number;
     p.max_namespaces = a.max_namespaces;
     p.allow_any_host = a.allow_any_host;
+    p.ana_reporting = a.ana_reporting;
     p.min_cntlid = min;
     p.max_cntlid = max;
     match ctx.target().create_subsystem(p).await {
@@ -687,19 +714,44 @@ async fn add_listener(
             &format!("{} listeners have no TLS", addr.trtype),
         ));
     }
-    match a.ana_state.as_deref() {
-        None | Some("optimized") => {}
-        Some(s @ ("non_optimized" | "inaccessible")) => {
-            return Err(RpcError::invalid_params(format!(
-                "ANA state '{s}' is not supported: rtgt reports every listener optimized"
-            )));
-        }
-        Some(s) => {
-            return Err(RpcError::invalid_params(format!("Invalid ana_state '{s}'")));
-        }
-    }
+    let ana_state = a.ana_state.as_deref().map(parse_ana_state).transpose()?;
     ctx.target()
-        .add_listener(&a.nqn, addr)
+        .add_listener_ana(&a.nqn, addr, ana_state)
+        .await
+        .map_err(invalid)?;
+    Ok(true)
+}
+
+/// SPDK's settable ANA states (`change` and `persistent_loss` are not settable over RPC).
+fn parse_ana_state(s: &str) -> RpcResult<AnaState> {
+    match s {
+        "optimized" => Ok(AnaState::Optimized),
+        "non_optimized" => Ok(AnaState::NonOptimized),
+        "inaccessible" => Ok(AnaState::Inaccessible),
+        _ => Err(RpcError::invalid_params(format!(
+            "Invalid ana_state '{}' (optimized, non_optimized or inaccessible)",
+            s.escape_default()
+        ))),
+    }
+}
+
+async fn set_ana_state(a: SetAnaState, ctx: Arc<TargetContext>) -> RpcResult<bool> {
+    check_tgt(&a.tgt_name)?;
+    subsystem(&ctx, &a.nqn)?;
+    let addr = a.listen_address.to_listen_addr()?;
+    let state = parse_ana_state(&a.ana_state)?;
+    ctx.target()
+        .set_listener_ana_state(&a.nqn, &addr, state, a.anagrpid)
+        .await
+        .map_err(invalid)?;
+    Ok(true)
+}
+
+async fn set_ns_ana_group(a: SetNsAnaGroup, ctx: Arc<TargetContext>) -> RpcResult<bool> {
+    check_tgt(&a.tgt_name)?;
+    subsystem(&ctx, &a.nqn)?;
+    ctx.target()
+        .set_ns_ana_group(&a.nqn, a.nsid, a.anagrpid)
         .await
         .map_err(invalid)?;
     Ok(true)
@@ -727,11 +779,21 @@ async fn get_listeners(a: Nqn, ctx: Arc<TargetContext>) -> RpcResult<Vec<Value>>
             if let Some(o) = v.as_object_mut() {
                 o.extend(l.attrs.clone());
             }
-            if c.ana_reporting
+            if let Some(ana) = &c.ana
                 && let Some(o) = v.as_object_mut()
             {
-                let states: Vec<Value> = (1..=c.ns_limit())
-                    .map(|g| json!({"ana_group": g, "ana_state": "optimized"}))
+                // Listeners that are not ANA paths (SRP) are optimized for every group.
+                let states: Vec<(u32, AnaState)> = ana
+                    .id_of(l)
+                    .and_then(|id| ana.model.ana_states(id))
+                    .unwrap_or_else(|| {
+                        (1..=c.ns_limit())
+                            .map(|g| (g, AnaState::Optimized))
+                            .collect()
+                    });
+                let states: Vec<Value> = states
+                    .into_iter()
+                    .map(|(g, s)| json!({"ana_group": g, "ana_state": s.name()}))
                     .collect();
                 o.insert("ana_states".into(), Value::Array(states));
             }
@@ -752,12 +814,6 @@ async fn add_ns(a: AddNs, ctx: Arc<TargetContext>) -> RpcResult<u32> {
         return Err(not_supported(
             format_args!("ptpl_file '{}'", f.escape_default()),
             "rtgt has no persistent reservations yet",
-        ));
-    }
-    if n.anagrpid != 0 && n.anagrpid != n.nsid {
-        return Err(not_supported(
-            format_args!("anagrpid {}", n.anagrpid),
-            "rtgt does not report ANA yet; a namespace is in the ANA group of its own NSID",
         ));
     }
     let nguid = match &n.nguid {
@@ -1326,7 +1382,21 @@ pub(crate) fn nvmf_config(ctx: &TargetContext, with_batches: bool) -> Vec<Value>
             }
         }
         for l in &c.listeners {
-            listeners.push(add_listener_call(s.nqn(), l));
+            let mut call = add_listener_call(s.nqn(), l);
+            let saved = c.ana.as_ref().and_then(|a| a.model.saved(a.id_of(l)?));
+            if let Some(saved) = saved {
+                // The state most groups have comes up with the listener, atomically; one
+                // set_ana_state per group that differs follows it.
+                call["params"]["ana_state"] = json!(saved.base.name());
+                listeners.push(call);
+                for (g, st) in saved.exceptions {
+                    listeners.push(json!({"method": "nvmf_subsystem_listener_set_ana_state",
+                        "params": {"nqn": s.nqn(), "listen_address": address_json(l),
+                                   "ana_state": st.name(), "anagrpid": g}}));
+                }
+            } else {
+                listeners.push(call);
+            }
         }
     }
     // Listeners of the discovery subsystem, too, come last.

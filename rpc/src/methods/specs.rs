@@ -302,6 +302,11 @@ pub const METHODS: &[MethodSpec] = &[
     ]), "listen_address", &["trtype", "traddr", "adrfam", "trsvcid"])),
     discovery(grouped(m("nvmf_subsystem_remove_listener", "Remove a listener from a subsystem", listener_args![]),
         "listen_address", &["trtype", "traddr", "adrfam", "trsvcid"])),
+    grouped(m("nvmf_subsystem_listener_set_ana_state", "Set the ANA state of a listener for one ANA group or all", listener_args!(@ [] [] [
+        o('n', "ana-state", "ana_state", Choice(ANA_STATES), "ANA state to set: optimized, non_optimized or inaccessible").req(),
+        TGT_P,
+        o('g', "anagrpid", "anagrpid", Int, "ANA group ID (default: every group)")
+    ])), "listen_address", &["trtype", "traddr", "adrfam", "trsvcid"]),
     prints(m("nvmf_subsystem_get_listeners", "Display the listeners of a subsystem", &[NQN, TGT_T]), Prints::Dict),
     grouped(prints(m("nvmf_subsystem_add_ns", "Add a namespace to a subsystem", &[
         o('t', "tgt-name", "tgt_name", Str, "Parent NVMe-oF target name"),
@@ -316,6 +321,12 @@ pub const METHODS: &[MethodSpec] = &[
         o('i', "no-auto-visible", "no_auto_visible", Flag, "Do not make the namespace visible to every controller"),
         o('N', "hide-metadata", "hide_metadata", FlagIfGiven, "Deprecated (sent only when given, as rpc.py 26.09 has no such option)"),
     ]), Prints::Json), "namespace", &["bdev_name", "ptpl_file", "nsid", "nguid", "eui64", "uuid", "anagrpid", "no_auto_visible", "hide_metadata"]),
+    m("nvmf_subsystem_set_ns_ana_group", "Move a namespace to another ANA group", &[
+        NQN,
+        pos(1, "nsid", Int, "Namespace ID").comp(Complete::Nsid),
+        pos(2, "anagrpid", Int, "ANA group ID"),
+        TGT_T,
+    ]),
     m("nvmf_subsystem_remove_ns", "Remove a namespace from a subsystem", &[
         NQN,
         pos(1, "nsid", Int, "Namespace ID").comp(Complete::Nsid),

@@ -22,6 +22,8 @@ pub enum AsyncEvent {
     NamespaceAttributeChanged,
     /// Discovery log page changed (read LID 70h).
     DiscoveryLogChanged,
+    /// Asymmetric Namespace Access change (read LID 0Ch).
+    AnaChange,
 }
 
 impl AsyncEvent {
@@ -30,6 +32,7 @@ impl AsyncEvent {
         match self {
             AsyncEvent::NamespaceAttributeChanged => aen::CFG_NS_ATTR,
             AsyncEvent::DiscoveryLogChanged => aen::CFG_DISCOVERY_CHANGE,
+            AsyncEvent::AnaChange => super::ana::OAES_ANA_CHANGE,
         }
     }
 
@@ -38,6 +41,7 @@ impl AsyncEvent {
         let (info, lid) = match self {
             AsyncEvent::NamespaceAttributeChanged => (aen::NOTICE_NS_ATTR_CHANGED, 0x04u8),
             AsyncEvent::DiscoveryLogChanged => (aen::NOTICE_DISCOVERY_CHANGED, 0x70u8),
+            AsyncEvent::AnaChange => (super::ana::NOTICE_ANA_CHANGE, super::ana::LID_ANA),
         };
         u32::from(aen::TYPE_NOTICE) | u32::from(info) << 8 | u32::from(lid) << 16
     }
@@ -157,6 +161,11 @@ mod tests {
     fn dw0_values() {
         assert_eq!(AsyncEvent::NamespaceAttributeChanged.dw0(), 0x0004_0002);
         assert_eq!(AsyncEvent::DiscoveryLogChanged.dw0(), 0x0070_F002);
+        assert_eq!(
+            AsyncEvent::AnaChange.dw0(),
+            super::super::ana::ANA_CHANGE_DW0
+        );
+        assert_eq!(AsyncEvent::AnaChange.dw0(), 0x000C_0302);
     }
 
     #[test]

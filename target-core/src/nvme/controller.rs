@@ -137,6 +137,9 @@ pub struct Controller {
     /// Discovery controllers: the generation of the log this host last read (or was notified
     /// of); until its first read, the one of its first command. 0 = none yet.
     pub(super) disc_genctr: u64,
+    /// ANA reporting: the log generation of this controller's path the host last read (or
+    /// was notified of); until its first admin command, unknown.
+    pub(super) ana_gen: Option<u64>,
 }
 
 impl Controller {
@@ -177,6 +180,7 @@ impl Controller {
             io_queues: vec![0; words],
             reset_pending: false,
             disc_genctr: 0,
+            ana_gen: None,
         };
         c.set_kato(kato, now);
         debug!(
@@ -387,6 +391,23 @@ impl Controller {
         self.discovery_log_changed()
     }
 
+    /// The ANA log page of this controller's path now has generation `generation` (the exec
+    /// layer asks after every ANA change). When it differs from the one the host last read,
+    /// records an ANA change notice and returns the parked AER to complete now (DW0
+    /// 0x000C0302), if enabled and not masked. I/O controllers only.
+    pub fn ana_log_generation(&mut self, generation: u64) -> Option<AerCompletion> {
+        if self.kind != SubsystemKind::Nvm || self.ana_gen == Some(generation) {
+            return None;
+        }
+        let known = self.ana_gen.replace(generation).is_some();
+        if !known {
+            // No command yet: the host reads the log when it initializes.
+            return None;
+        }
+        debug!(cntlid = self.cntlid, hostnqn = %self.hostnqn, generation, "ANA log changed");
+        self.aer.post(AsyncEvent::AnaChange)
+    }
+
     /// Removes a parked AER (for Abort). True if it was parked.
     pub fn cancel_aer(&mut self, cid: u16) -> bool {
         self.aer.cancel(cid)
@@ -423,6 +444,11 @@ impl Controller {
             && self.disc_genctr == 0
         {
             self.disc_genctr = log.genctr;
+        }
+        if let Some(a) = &view.ana
+            && self.ana_gen.is_none()
+        {
+            self.ana_gen = Some(a.generation);
         }
         let out = self.dispatch(view, sqe, data_out, now);
         if let AdminOutcome::Complete(c) = &out {

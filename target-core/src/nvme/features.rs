@@ -83,8 +83,11 @@ impl Features {
 
 /// The async event configuration bits a controller accepts: SMART critical warnings (bits 7:0)
 /// and the notices it advertises in OAES.
-fn aen_supported(kind: SubsystemKind) -> u32 {
+fn aen_supported(kind: SubsystemKind, view: &SubsystemView<'_>) -> u32 {
     match kind {
+        SubsystemKind::Nvm if view.ana.is_some() => {
+            0xFF | aen::CFG_NS_ATTR | super::ana::OAES_ANA_CHANGE
+        }
         SubsystemKind::Nvm => 0xFF | aen::CFG_NS_ATTR,
         SubsystemKind::Discovery => aen::CFG_DISCOVERY_CHANGE,
     }
@@ -114,7 +117,7 @@ pub(super) fn set(
             Ok(Completion::ok(0))
         }
         fid::ASYNC_EVENT_CONFIG => {
-            if cdw11 & !aen_supported(ctrl.kind) != 0 {
+            if cdw11 & !aen_supported(ctrl.kind, view) != 0 {
                 return Err(Status::INVALID_FIELD);
             }
             ctrl.aer.set_enabled(cdw11);

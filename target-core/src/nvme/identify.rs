@@ -109,9 +109,20 @@ pub(super) fn execute(
             let ns = lookup_for_identify(view, nsid)?;
             buf.fill(0);
             if let Some(ns) = ns {
+                let ana = view.ana.as_ref().and_then(|a| a.namespace(ns.nsid));
                 match cns {
-                    cns::NAMESPACE => namespace(ns, buf),
-                    cns::CS_INDEPENDENT_NAMESPACE => cs_independent_namespace(ns, buf),
+                    cns::NAMESPACE => {
+                        namespace(ns, buf);
+                        if let Some((grp, state)) = ana {
+                            super::ana::identify_namespace(buf, grp, state);
+                        }
+                    }
+                    cns::CS_INDEPENDENT_NAMESPACE => {
+                        cs_independent_namespace(ns, buf);
+                        if let Some((grp, _)) = ana {
+                            super::ana::identify_cs_independent_namespace(buf, grp);
+                        }
+                    }
                     // NVM command set specific namespace data: nothing beyond CNS 00h.
                     _ => {}
                 }
@@ -258,6 +269,11 @@ pub fn controller(ctrl: &Controller, view: &SubsystemView<'_>, b: &mut IdentifyD
     le::put_u16(b, 2048, 0x09C4);
     le::put_u32(b, 2052, 0x10);
     le::put_u32(b, 2056, 0x4);
+    if let Some(a) = &view.ana
+        && !disc
+    {
+        super::ana::identify_controller(b, &a.identify);
+    }
 }
 
 /// ONCS: Compare always (every bdev that can read compares: natively, or by reading in the bdev

@@ -79,6 +79,19 @@ pub(super) fn execute(
         return Ok(len);
     }
 
+    if g.lid == super::ana::LID_ANA
+        && let Some(a) = &view.ana
+    {
+        let rgo = g.lsp & super::ana::LSP_RGO != 0;
+        super::ana_log::read(a.log, rgo, g.offset, out)?;
+        // The host knows this generation now: only later changes are news to it.
+        ctrl.ana_gen = Some(a.generation);
+        if !g.rae {
+            ctrl.aer.clear(AsyncEvent::AnaChange);
+        }
+        return Ok(len);
+    }
+
     let mut img = [0u8; 4096];
     let size = match g.lid {
         lid::SUPPORTED_LOG_PAGES => {
@@ -91,6 +104,9 @@ pub(super) fn execute(
                 lid::CMD_EFFECTS,
             ] {
                 le::put_u32(&mut img, usize::from(l) * 4, 1); // LSUPP
+            }
+            if view.ana.is_some() {
+                le::put_u32(&mut img, usize::from(super::ana::LID_ANA) * 4, 1);
             }
             1024
         }

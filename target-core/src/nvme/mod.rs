@@ -67,4 +67,4 @@ pub use regs::CcChange;
 pub use sgl::{DataSgl, KeyedSgl, SglDescriptor, SglPolicy};
 pub use spec::{DISCOVERY_NQN, Status};
 pub use sqe::{Direction, Sqe};
-pub use view::{NamespaceView, SubsystemKind, SubsystemView, TransportLimits};
+pub use view::{AnaView, NamespaceView, SubsystemKind, SubsystemView, TransportLimits};

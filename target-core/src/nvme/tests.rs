@@ -66,6 +66,7 @@ impl Tgt {
             max_namespaces: 32,
             namespaces: &self.namespaces,
             discovery_log: None,
+            ana: None,
         }
     }
 
@@ -81,6 +82,7 @@ impl Tgt {
                 genctr: self.genctr,
                 entries: &self.entries,
             }),
+            ana: None,
         }
     }
 

@@ -4,8 +4,10 @@
 //! options. The controller logic never keeps references into the target model: it borrows a
 //! [`SubsystemView`] for the duration of one call.
 
+use super::ana::AnaIdentify;
 use super::discovery::DiscoveryLog;
 use super::sgl::SglPolicy;
+use crate::ana::{AnaLog, AnaState};
 
 /// What kind of subsystem (and therefore controller) this is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -91,6 +93,30 @@ pub struct SubsystemView<'a> {
     /// For discovery controllers: the log this host may see (filtered by the caller by host
     /// access and by the port the connection came through).
     pub discovery_log: Option<DiscoveryLog<'a>>,
+    /// With ANA reporting: the ANA view of the path this controller came through.
+    pub ana: Option<AnaView<'a>>,
+}
+
+/// What a controller of a subsystem with ANA reporting sees of its path.
+#[derive(Clone, Copy, Debug)]
+pub struct AnaView<'a> {
+    /// The Identify Controller values.
+    pub identify: AnaIdentify,
+    /// The ANA log page content for this controller (its listener, its visible namespaces).
+    pub log: &'a AnaLog,
+    /// The listener's log generation (moves whenever the log changed).
+    pub generation: u64,
+}
+
+impl AnaView<'_> {
+    /// The group of namespace `nsid` and the state this path reports for it.
+    pub fn namespace(&self, nsid: u32) -> Option<(u32, AnaState)> {
+        self.log
+            .groups
+            .iter()
+            .find(|g| g.nsids.contains(&nsid))
+            .map(|g| (g.grpid, g.state))
+    }
 }
 
 impl SubsystemView<'static> {
@@ -105,6 +131,7 @@ impl SubsystemView<'static> {
             max_namespaces: 0,
             namespaces: &[],
             discovery_log: None,
+            ana: None,
         }
     }
 }

@@ -9,9 +9,10 @@ use super::association::Association;
 use super::discovery_log;
 use super::queue::Queue;
 use super::request::{AerDone, NvmeAction, NvmeCtx, NvmeReq, admit, complete, data_slice, release};
+use crate::nvme::ana::{self, AnaIdentify};
 use crate::nvme::spec::admin_opc;
 use crate::nvme::{
-    AdminOutcome, Completion, NamespaceView, Sqe, Status, SubsystemKind, SubsystemView,
+    AdminOutcome, AnaView, Completion, NamespaceView, Sqe, Status, SubsystemKind, SubsystemView,
 };
 use crate::target::{Admission, AdmitKind, NsInfo, SubsystemType};
 
@@ -62,8 +63,18 @@ pub(super) fn execute(
         .filter(|n| n.visible_to(host))
         .map(namespace_view)
         .collect();
-    let (serial, model, max_namespaces) =
-        sub.with_config(|c| (c.serial.clone(), c.model.clone(), c.ns_limit()));
+    let (serial, model, max_namespaces, ana) = sub.with_config(|c| {
+        let ana = c.ana.as_ref().and_then(|a| {
+            let id = a.id_of(q.listen_addr())?;
+            let visible = |n: u32| c.namespaces.get(&n).is_some_and(|ns| ns.visible_to(host));
+            Some((
+                AnaIdentify::new(&a.model.config(), c.ns_limit()),
+                a.model.log_for(id, visible)?,
+                a.generation(id),
+            ))
+        });
+        (c.serial.clone(), c.model.clone(), c.ns_limit(), ana)
+    });
     let disc = sub.kind() == SubsystemType::Discovery;
     let log = if disc {
         Some(discovery_log::build(cx.core.target(), ctrl.hostnqn(), q))
@@ -89,12 +100,26 @@ pub(super) fn execute(
             }),
             _ => None,
         },
+        ana: ana.as_ref().map(|(identify, log, generation)| AnaView {
+            identify: *identify,
+            log,
+            generation: *generation,
+        }),
     };
     let sqe = req.sqe;
     let now = cx.now;
-    let out = match data_slice(req) {
-        Ok(data) => ctrl.with(|c| c.admin(&view, &sqe, data, now)),
-        Err(s) => AdminOutcome::Complete(Completion::err(s)),
+    // A namespace-scoped feature of a namespace this path cannot access gets the path's
+    // status (as SPDK); every other admin command is processed.
+    let path = view
+        .ana
+        .as_ref()
+        .and_then(|a| a.namespace(sqe.nsid()))
+        .map_or(Ok(()), |(_, state)| {
+            ana::check_admin(sqe.opcode(), sqe.cdw10(), state)
+        });
+    let out = match (path, data_slice(req)) {
+        (Err(s), _) | (Ok(()), Err(s)) => AdminOutcome::Complete(Completion::err(s)),
+        (Ok(()), Ok(data)) => ctrl.with(|c| c.admin(&view, &sqe, data, now)),
     };
     release(cx.core, req);
     match out {
@@ -178,6 +203,7 @@ mod tests {
             compare: true,
             writable: false,
             visible_hosts: None,
+            anagrpid: 3,
         };
         let v = namespace_view(&n);
         assert_eq!((v.nsid, v.block_size, v.num_blocks), (3, 4096, 10));

@@ -6,7 +6,7 @@ use super::admin_cmd::namespace_view;
 use super::queue::Queue;
 use super::request::{NvmeAction, NvmeCtx, NvmeReq, admit, complete, release};
 use crate::bdev::{BdevIo, BdevOp, IoStatus};
-use crate::nvme::{IoCmd, NamespaceView, Status, io};
+use crate::nvme::{IoCmd, NamespaceView, Status, ana, io};
 use crate::target::{Admission, AdmitKind};
 
 /// What follows the bdev operation in flight, for commands that take more than one.
@@ -35,6 +35,15 @@ pub(super) fn execute(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) ->
             n.visible_hosts.is_none() || q.association().is_some_and(|c| n.visible_to(c.hostnqn()))
         })
         .map(namespace_view);
+    // The path's ANA state for the namespace's group, before any other check of the command
+    // (after the namespace lookup), as nvmet and SPDK: no DNR, the host retries elsewhere.
+    if ns.is_some()
+        && let Some(group) = cx.core.namespace(sub, nsid).map(|n| n.anagrpid)
+        && let Some(state) = cx.core.ana_state(sub, &q.listen, &mut q.ana_path, group)
+        && let Err(s) = ana::check_io(state)
+    {
+        return complete(q, req, s);
+    }
     let cmd = match io::decode(
         &req.sqe,
         ns.as_ref(),

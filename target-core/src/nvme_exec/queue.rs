@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
+use arrayvec::ArrayVec;
 use serde_json::{Value, json};
 
 use super::association::Association;
@@ -66,6 +67,8 @@ pub struct Queue {
     pub(super) peer: SocketAddr,
     /// DH-HMAC-CHAP state, when the host must authenticate.
     pub(super) auth: Option<QueueAuth>,
+    /// Where this queue's listener is in the poll group's ANA snapshot (`PgCore::ana_state`).
+    pub(super) ana_path: Option<(u64, usize)>,
     closing: bool,
     finished: bool,
 }
@@ -105,6 +108,7 @@ impl Queue {
             local,
             peer,
             auth: None,
+            ana_path: None,
             closing: false,
             finished: false,
         }
@@ -130,6 +134,7 @@ impl Queue {
             local: a,
             peer: a,
             auth: None,
+            ana_path: None,
             closing: false,
             finished: false,
         }
@@ -235,18 +240,41 @@ impl Queue {
         }
     }
 
-    /// Namespaces of `subsystem` changed: for an admin queue of that subsystem, records the
-    /// change and returns the parked AER to complete now, if any.
-    pub fn namespaces_changed(&self, subsystem: u32, nsids: &[u32]) -> Option<AerDone> {
-        match &self.role {
-            QueueRole::Admin(c) if self.subsystem == Some(subsystem) && !self.closing => {
-                c.with(|c| c.ns_changed(nsids)).map(|a| AerDone {
-                    cid: a.cid,
-                    cqe: a.cqe(self.sqhd()),
-                })
-            }
-            _ => None,
+    /// Namespaces of `subsystem` changed (`nsids`, possibly empty) or the ANA log of a
+    /// listener did: for an admin queue of that subsystem, records the namespace change and,
+    /// when the ANA log of the listener this queue came through has a new generation, the ANA
+    /// change; returns the parked AERs to complete now (at most one per event).
+    pub fn namespaces_changed(
+        &self,
+        core: &PgCore,
+        subsystem: u32,
+        nsids: &[u32],
+    ) -> ArrayVec<AerDone, 2> {
+        let mut out = ArrayVec::new();
+        let QueueRole::Admin(c) = &self.role else {
+            return out;
+        };
+        if self.subsystem != Some(subsystem) || self.closing {
+            return out;
         }
+        let ana = core.ana_generation(subsystem, &self.listen);
+        let done = |a: crate::nvme::AerCompletion| AerDone {
+            cid: a.cid,
+            cqe: a.cqe(self.sqhd()),
+        };
+        c.with(|c| {
+            if !nsids.is_empty()
+                && let Some(a) = c.ns_changed(nsids)
+            {
+                out.push(done(a));
+            }
+            if let Some(g) = ana
+                && let Some(a) = c.ana_log_generation(g)
+            {
+                out.push(done(a));
+            }
+        });
+        out
     }
 
     /// Subsystems, listeners or hosts changed: for the admin queue of a discovery controller,

@@ -147,6 +147,7 @@ mod tests {
             compare: true,
             writable: nsid != 3,
             visible_hosts: None,
+            anagrpid: nsid,
         }
     }
 

@@ -4,6 +4,7 @@
 //! they queue per subsystem, pause what they affect on every poll group, apply the change, and
 //! resume. They are `async` and finish when every poll group has done its part.
 
+mod ana;
 mod error;
 mod poll_group;
 mod state;
@@ -17,6 +18,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
+pub use ana::{NON_ANA_TRANSPORT, SubsystemAna, is_ana_path};
 pub use error::CoreError;
 pub use poll_group::{
     Admission, AdmitKind, NsGroup, NsInfo, PgCore, PgStats, PollGroup, TAG_MASK,
@@ -493,6 +495,16 @@ impl Target {
         kind: SubsystemType,
     ) -> Result<Arc<Subsystem>, CoreError> {
         let max = self.settings.lock().max_subsystems as usize;
+        let limit = if p.max_namespaces == 0 {
+            DEFAULT_MAX_NAMESPACES
+        } else {
+            p.max_namespaces
+        };
+        let ana = if p.ana_reporting {
+            Some(SubsystemAna::new(limit).map_err(|e| CoreError::Invalid(e.to_string()))?)
+        } else {
+            None
+        };
         let mut inner = self.inner.lock();
         if inner.subsystems.contains_key(&p.nqn) {
             return Err(CoreError::Exists(format!(
@@ -529,6 +541,7 @@ impl Target {
             min_cntlid: p.min_cntlid,
             max_cntlid: p.max_cntlid,
             ana_reporting: p.ana_reporting,
+            ana,
             admin_label: p.admin_label.clone(),
             transport_attrs: p.transport_attrs.clone(),
         };
@@ -638,7 +651,37 @@ impl Target {
         nqn: &str,
         addr: ListenAddr,
     ) -> Result<(), CoreError> {
+        self.add_listener_ana(nqn, addr, None).await
+    }
+
+    /// Adds a listener whose every ANA group starts in `ana_state` (SPDK's `ana_state` of
+    /// `nvmf_subsystem_add_listener`: atomic with the listener, so a new path can come up
+    /// inaccessible). `None` is optimized. A state other than optimized needs a subsystem
+    /// with ANA reporting and an NVMe-oF listener.
+    pub async fn add_listener_ana(
+        self: &Arc<Self>,
+        nqn: &str,
+        addr: ListenAddr,
+        ana_state: Option<crate::ana::AnaState>,
+    ) -> Result<(), CoreError> {
         let sub = self.subsystem(nqn).ok_or_else(|| not_found(nqn))?;
+        let initial = ana_state.unwrap_or(crate::ana::AnaState::Optimized);
+        if initial != crate::ana::AnaState::Optimized {
+            let ana = sub.with_config(|c| c.ana.is_some());
+            if !ana {
+                return Err(CoreError::Invalid(format!(
+                    "ana_state {initial} is not supported: subsystem {nqn} was created without \
+                     ana_reporting (every listener is optimized)"
+                )));
+            }
+            if !is_ana_path(&addr) {
+                return Err(CoreError::Invalid(format!(
+                    "ana_state {initial} is not supported: {} listeners are not ANA paths \
+                     (SCSI ALUA is not wired)",
+                    addr.trtype
+                )));
+            }
+        }
         let t = Arc::clone(self);
         let nqn = nqn.to_string();
         let f = Box::new(move |s: &Arc<Subsystem>| {
@@ -655,10 +698,26 @@ impl Target {
                     )));
                 }
             }
-            t.ref_listener(&addr)?;
+            if is_ana_path(&addr)
+                && let Some(a) = s.config.write().ana.as_mut()
+            {
+                a.add_listener(&addr, initial)
+                    .map_err(|e| CoreError::Invalid(e.to_string()))?;
+            }
+            if let Err(e) = t.ref_listener(&addr) {
+                if let Some(a) = s.config.write().ana.as_mut() {
+                    a.remove_listener(&addr);
+                }
+                return Err(e);
+            }
             s.config.write().listeners.push(addr.clone());
             let undo: state::UndoFn = Box::new(move |s: &Arc<Subsystem>| {
-                s.config.write().listeners.retain(|l| *l != addr);
+                let mut c = s.config.write();
+                c.listeners.retain(|l| *l != addr);
+                if let Some(a) = c.ana.as_mut() {
+                    a.remove_listener(&addr);
+                }
+                drop(c);
                 t.unref_listener(&addr);
             });
             Ok((0, Some(undo)))
@@ -689,6 +748,9 @@ impl Target {
                 let mut c = s.config.write();
                 let before = c.listeners.len();
                 c.listeners.retain(|l| *l != addr);
+                if let Some(a) = c.ana.as_mut() {
+                    a.remove_listener(&addr);
+                }
                 before != c.listeners.len()
             };
             if !removed {
@@ -764,6 +826,20 @@ impl Target {
                     "a namespace with UUID {uuid} already exists in subsystem {nqn_s}"
                 )));
             }
+            let anagrpid = if pp.anagrpid == 0 { nsid } else { pp.anagrpid };
+            if let Some(a) = c.ana.as_mut() {
+                // Within one process every listener reaches the bdev through the same object, so
+                // several optimized paths are safe (as SPDK, which allows them). No backend is
+                // declared unsafe for active/active yet (docs/ha.md: RBD with exclusive-lock
+                // across gateways is the candidate).
+                a.add_namespace(nsid, anagrpid, crate::ana::ActiveActive::Safe)
+                    .map_err(|e| CoreError::Invalid(e.to_string()))?;
+            } else if anagrpid != nsid {
+                return Err(CoreError::Invalid(format!(
+                    "anagrpid {anagrpid} is not supported: subsystem {nqn_s} was created \
+                     without ana_reporting (a namespace is in the ANA group of its NSID)"
+                )));
+            }
             c.namespaces.insert(
                 nsid,
                 Namespace {
@@ -773,7 +849,7 @@ impl Target {
                     uuid,
                     nguid: pp.nguid.unwrap_or(*uuid.as_bytes()),
                     eui64: pp.eui64,
-                    anagrpid: if pp.anagrpid == 0 { nsid } else { pp.anagrpid },
+                    anagrpid,
                     no_auto_visible: pp.no_auto_visible,
                     visible_hosts: Vec::new(),
                     ptpl_file: pp.ptpl_file.clone(),
@@ -781,7 +857,11 @@ impl Target {
             );
             s.ns_generation.fetch_add(1, Ordering::AcqRel);
             let undo: state::UndoFn = Box::new(move |s: &Arc<Subsystem>| {
-                s.config.write().namespaces.remove(&nsid);
+                let mut c = s.config.write();
+                c.namespaces.remove(&nsid);
+                if let Some(a) = c.ana.as_mut() {
+                    a.remove_namespace(nsid);
+                }
                 s.ns_generation.fetch_add(1, Ordering::AcqRel);
             });
             Ok((nsid, Some(undo)))
@@ -804,9 +884,16 @@ impl Target {
         let bdevs = Arc::clone(&self.bdevs);
         let nqn_s = nqn.to_string();
         let f = Box::new(move |s: &Arc<Subsystem>| {
-            let ns = s.config.write().namespaces.remove(&nsid).ok_or_else(|| {
-                CoreError::NotFound(format!("Namespace {nsid} not found in subsystem {nqn_s}"))
-            })?;
+            let ns = {
+                let mut c = s.config.write();
+                let ns = c.namespaces.remove(&nsid).ok_or_else(|| {
+                    CoreError::NotFound(format!("Namespace {nsid} not found in subsystem {nqn_s}"))
+                })?;
+                if let Some(a) = c.ana.as_mut() {
+                    a.remove_namespace(nsid);
+                }
+                ns
+            };
             s.ns_generation.fetch_add(1, Ordering::AcqRel);
             bdevs.release(&ns.bdev_name);
             Ok((0, None))

@@ -11,9 +11,11 @@ use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use super::Target;
+use super::ana::PgAna;
 use super::error::CoreError;
 use super::state::PauseScope;
-use super::subsystem::{Namespace, Subsystem};
+use super::subsystem::{ListenAddr, Namespace, Subsystem};
+use crate::ana::AnaState;
 use crate::bdev::{BdevIo, IoChannel, IoType};
 use crate::reactor::{ReactorCtx, Step};
 use crate::registry::TransportPollGroup;
@@ -60,6 +62,8 @@ pub struct NsInfo {
     /// The hosts that see the namespace (`no_auto_visible` plus `nvmf_ns_add_host`); `None`:
     /// every host does.
     pub visible_hosts: Option<Arc<[String]>>,
+    /// The ANA group (meaningful with ANA reporting).
+    pub anagrpid: u32,
 }
 
 impl NsInfo {
@@ -79,6 +83,7 @@ impl NsInfo {
             compare: b.can_compare(),
             writable: b.supports(IoType::Write),
             visible_hosts: ns.visibility(),
+            anagrpid: ns.anagrpid,
         }
     }
 
@@ -90,11 +95,13 @@ impl NsInfo {
             .is_none_or(|hosts| hosts.iter().any(|h| h == host))
     }
 
-    /// Everything but who sees it is the same: the namespace's channel can stay open when a
-    /// host is added or removed (control path).
+    /// Everything but who sees it and its ANA group is the same: the namespace's channel can
+    /// stay open when a host is added or removed or the namespace moves to another ANA group
+    /// (control path).
     fn same_but_visibility(&self, other: &NsInfo) -> bool {
         let mut mine = self.clone();
         mine.visible_hosts.clone_from(&other.visible_hosts);
+        mine.anagrpid = other.anagrpid;
         mine == *other
     }
 }
@@ -147,6 +154,10 @@ struct SubsystemGroup {
     qpairs: u32,
     inflight: u32,
     generation: u64,
+    /// The ANA paths (with ANA reporting), rebuilt on every resume; `ana_epoch` counts the
+    /// rebuilds, so a queue can cache the index of its path.
+    ana: Option<PgAna>,
+    ana_epoch: u64,
 }
 
 /// Which counter an admitted request holds.
@@ -330,6 +341,52 @@ impl PgCore {
         if sg.state == SgState::Pausing || sg.pausing_ns > 0 {
             sg.try_finish_pause();
         }
+    }
+
+    /// What the listener `addr` reports for ANA group `group` of a subsystem: `None` without
+    /// ANA reporting (every path is optimized). `cache` is the caller's (a queue's) memo of
+    /// its path's index; no lock, no allocation.
+    pub fn ana_state(
+        &self,
+        subsystem: u32,
+        addr: &ListenAddr,
+        cache: &mut Option<(u64, usize)>,
+        group: u32,
+    ) -> Option<AnaState> {
+        let sg = self.sg(subsystem)?;
+        let ana = sg.ana.as_ref()?;
+        let i = match *cache {
+            Some((epoch, i)) if epoch == sg.ana_epoch => i,
+            _ => {
+                let i = ana.find(addr)?;
+                *cache = Some((sg.ana_epoch, i));
+                i
+            }
+        };
+        ana.paths.get(i)?.view.state(group)
+    }
+
+    /// The ANA log generation of listener `addr` of a subsystem (see `target::ana`): `None`
+    /// without ANA reporting.
+    pub fn ana_generation(&self, subsystem: u32, addr: &ListenAddr) -> Option<u64> {
+        let ana = self.sg(subsystem)?.ana.as_ref()?;
+        Some(ana.paths.get(ana.find(addr)?)?.generation)
+    }
+
+    /// Rebuilds the ANA snapshot of a subsystem; true when a listener's log generation moved.
+    fn sync_ana(&mut self, id: u32) -> bool {
+        let Some(sg) = self.sg_mut(id) else {
+            return false;
+        };
+        let now = sg.sub.with_config(|c| c.ana.as_ref().map(|a| a.snapshot()));
+        let moved = now
+            .as_ref()
+            .is_some_and(|n| n.generations_moved(sg.ana.as_ref()));
+        if now != sg.ana {
+            sg.ana = now;
+            sg.ana_epoch += 1;
+        }
+        moved
     }
 
     /// The namespace `nsid` of a subsystem on this poll group.
@@ -759,7 +816,10 @@ impl PollGroup {
                     qpairs: 0,
                     inflight: 0,
                     generation: u64::MAX,
+                    ana: None,
+                    ana_epoch: 0,
                 });
+                self.core.sync_ana(id);
                 match self.core.sync_namespaces(id) {
                     Ok(_) => step.next(Ok(())),
                     Err(e) => step.next(Err(e)),
@@ -797,6 +857,7 @@ impl PollGroup {
                     Ok(c) => c,
                     Err(e) => return step.next(Err(e)),
                 };
+                let ana_moved = self.core.sync_ana(id);
                 let sg = self.core.sg_mut(id).expect("checked");
                 sg.state = SgState::Active;
                 sg.pausing_ns = 0;
@@ -804,7 +865,9 @@ impl PollGroup {
                     n.gate = Gate::Active;
                 }
                 let queued: Vec<Queued> = sg.queued.drain(..).collect();
-                if !changed.is_empty() {
+                // Transports tell their admin queues; each finds out whether its namespaces or
+                // its path's ANA log changed.
+                if !changed.is_empty() || ana_moved {
                     for t in self.transports.iter_mut().flatten() {
                         t.namespaces_changed(&mut self.core, id, &changed);
                     }

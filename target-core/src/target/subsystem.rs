@@ -232,6 +232,8 @@ pub struct SubsystemConfig {
     pub max_cntlid: u16,
     /// ANA reporting.
     pub ana_reporting: bool,
+    /// The ANA groups and listener states, when `ana_reporting` is on.
+    pub ana: Option<super::ana::SubsystemAna>,
     /// Administrative label (informational, as in SPDK).
     pub admin_label: Option<String>,
     /// The attributes transports declare for subsystems
@@ -533,6 +535,7 @@ mod tests {
             min_cntlid: 1,
             max_cntlid: 0xFFEF,
             ana_reporting: false,
+            ana: None,
             admin_label: None,
             transport_attrs: TransportAttrs::new(),
         };
@@ -623,6 +626,7 @@ mod tests {
             min_cntlid: 5,
             max_cntlid: 6,
             ana_reporting: false,
+            ana: None,
             admin_label: None,
             transport_attrs: TransportAttrs::new(),
         };
