@@ -6,7 +6,8 @@
 # has one entry, Identify Namespace 2 answers zeroes and `nvme io-passthru` to it fails;
 # adding it makes the namespace active for it without reconnecting. SRP: the same namespace list, the initiator
 # named by its port id: the hidden LUN is not in REPORT LUNS (no disk after the login nor after
-# a rescan) until the initiator is added; then a rescan finds it and fio verifies it.
+# a rescan) until the initiator is added; then a rescan finds it and fio verifies it; a second
+# initiator port id (initiator_ext) sees LUN 0 only in sg_luns until it is added too.
 # e2e-timeout: 240
 
 NQN=nqn.2016-06.io.rtgt:masking
@@ -112,6 +113,23 @@ lun1=/dev/$(srp_disks "$host" | sed -n 2p)
 wait_for 10 test -b "$lun1"
 assert_eq "$(blockdev --getsize64 "$lun1")" $((32 << 20)) "size of LUN 1 ($lun1)"
 fio_verify "$lun1" 16M
+
+# A second initiator port id (ib_srp's initiator_ext) on the same target port: its REPORT LUNS
+# (sg_luns, live, no rescan) lists LUN 0 only while the first one's lists both; added to the
+# namespace, it lists both too.
+devB=$(srp_login "$(srp_login_spec "$NQN"),initiator_ext=0000000000000b0b")
+IPORT_B=$(rtgt_rpc_ok nvmf_subsystem_get_controllers "{\"nqn\":\"$NQN\"}" \
+  | jq -r --arg a "$IPORT" '[.[].hostnqn | select(. != $a)][0]')
+assert_match "$IPORT_B" '^0x0000000000000b0b[0-9a-f]{16}$' "second initiator port id"
+luns() { sg_luns "$1" | grep -cE '^ +[0-9a-f]{16}$'; }
+assert_eq "$(luns "$dev")" 2 "LUNs initiator $IPORT sees (sg_luns)"
+assert_eq "$(luns "$devB")" 1 "LUNs initiator $IPORT_B sees (sg_luns)"
+ns_host add "$IPORT_B"
+assert_eq "$(luns "$devB")" 2 "LUNs initiator $IPORT_B sees after nvmf_ns_add_host"
+ns_host remove "$IPORT_B"
+assert_eq "$(luns "$devB")" 1 "LUNs initiator $IPORT_B sees after nvmf_ns_remove_host"
+log "sg_luns: $IPORT sees 2 LUNs, $IPORT_B 1 (2 while added)"
 ns_host remove "$IPORT"
+assert_eq "$(luns "$dev")" 1 "LUNs initiator $IPORT sees after nvmf_ns_remove_host"
 rtgt_rpc_ok nvmf_get_subsystems "{\"nqn\":\"$NQN\"}" > /dev/null
 srp_logout_all
