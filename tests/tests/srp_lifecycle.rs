@@ -578,3 +578,39 @@ fn transport_options_and_missing_rdma_devices() {
     rt.block_on(target.shutdown());
     r.stop();
 }
+
+/// A command sent right after a LOGICAL UNIT RESET is not the reset's business (SAM: a reset
+/// aborts the tasks received before it), and an aborted task gets no response: a command
+/// started before the poll group had marked the reset's tasks was aborted with them, and the
+/// initiator waited for it forever. Found by the `srp_wire` fuzz target (the IUs are its
+/// input's); it depends on the command arriving before the marking, which the fuzz
+/// initiator's 64 send slots made happen every time.
+#[test]
+fn a_command_after_a_lun_reset_with_nothing_in_flight_is_answered() {
+    let fx = SrpFixture::new(1, json!({}), 2, 4096);
+    let mut p = fx.params(0x5254_0012_3456_7890);
+    p.send_slots = 64;
+    let mut a = fx.login_with(&p).unwrap();
+    let mut tm_iu = [0u8; 48];
+    tm_iu[0] = 0x01;
+    tm_iu[8..16].copy_from_slice(&0x8000_0001u64.to_le_bytes());
+    tm_iu[30] = 0x08;
+    tm_iu[32..36].copy_from_slice(&[0xff; 4]);
+    a.send_raw(&tm_iu).unwrap();
+    let tm = 0x8000_0001u64;
+    let mut cmd_iu = [0u8; 48];
+    cmd_iu[0] = 0x02;
+    cmd_iu[8] = 0x1a;
+    cmd_iu[32] = 0x35;
+    a.send_raw(&cmd_iu).unwrap();
+    let sync = 0x1au64;
+    let mut got = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while got.len() < 2 && std::time::Instant::now() < deadline {
+        if let Some(r) = a.next_response(Duration::from_millis(50)).unwrap() {
+            got.push(r.tag);
+        }
+    }
+    assert!(got.contains(&tm), "task management answered: {got:x?}");
+    assert!(got.contains(&sync), "SYNCHRONIZE CACHE answered: {got:x?}");
+}

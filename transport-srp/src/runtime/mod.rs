@@ -176,6 +176,9 @@ pub struct SrpPg {
     waiters: Slab<Waiter>,
     aborts: HashMap<u64, u32>,
     abort_seq: u64,
+    /// Requests started on this poll group, in order of arrival (task management aborts only
+    /// what arrived before it).
+    arrivals: u64,
     wcs: Vec<WorkCompletion>,
     wrs: Vec<SendWr>,
     /// Channels with work requests batched for the next doorbell ([`SrpPg::flush_sends`]).
@@ -216,6 +219,7 @@ impl SrpPg {
             waiters: Slab::new(),
             aborts: HashMap::new(),
             abort_seq: 0,
+            arrivals: 0,
             wcs: vec![WorkCompletion::default(); 64],
             wrs: Vec::with_capacity(256),
             dirty: Vec::with_capacity(64),

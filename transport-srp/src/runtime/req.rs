@@ -69,6 +69,8 @@ pub(super) struct Req {
     pub stage: Stage,
     pub serial: u16,
     tm: bool,
+    /// When it arrived on this poll group (see `SrpPg::arrivals`).
+    arrival: u64,
     recv: Option<RecvRef>,
     iu_len: u32,
     tag: Tag,
@@ -99,6 +101,7 @@ impl Req {
             stage: Stage::Free,
             serial: 0,
             tm: false,
+            arrival: 0,
             recv: None,
             iu_len: 0,
             tag: Tag::default(),
@@ -121,9 +124,10 @@ impl Req {
     }
 
     /// Starts a new request in this slot, keeping the preallocated bdev I/O.
-    fn reset(&mut self, serial: u16, recv: RecvRef, len: u32, tm: bool) {
+    fn reset(&mut self, serial: u16, arrival: u64, recv: RecvRef, len: u32, tm: bool) {
         // Field by field: the request is large, and its SCSI state keeps its bdev I/O.
         self.exec.reset();
+        self.arrival = arrival;
         self.stage = Stage::Core;
         self.serial = serial;
         self.tm = tm;
@@ -197,6 +201,10 @@ pub(crate) struct AbortSpec {
     sub: u32,
     lun: u16,
     scope: SpecScope,
+    /// The poll group the task management request arrived on and its arrival there: tasks
+    /// that arrived after it on that poll group are not its business (SAM: a reset aborts the
+    /// tasks received before it). Other poll groups' tasks have no order against it.
+    arrived: (usize, u64),
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -223,11 +231,13 @@ impl SrpPg {
         tm: bool,
     ) {
         let serial = self.next_serial();
+        self.arrivals += 1;
+        let arrival = self.arrivals;
         let Some(c) = self.chans.get_mut(key as usize) else {
             return;
         };
         let sub = c.sub_id;
-        c.reqs[slot as usize].reset(serial, r, len, tm);
+        c.reqs[slot as usize].reset(serial, arrival, r, len, tm);
         if tm {
             c.stats.task_mgmt += 1;
         } else {
@@ -1006,6 +1016,7 @@ impl SrpPg {
             }
             TmPlan::Abort { scope, .. } => {
                 let spec = AbortSpec {
+                    arrived: (self.index, r.arrival),
                     sub,
                     lun: lun.unwrap_or(0),
                     scope: match scope {
@@ -1153,6 +1164,9 @@ impl SrpPg {
             }
             for (i, r) in c.reqs.iter().enumerate() {
                 if r.stage == Stage::Free || r.tm || r.lun != Some(spec.lun) {
+                    continue;
+                }
+                if spec.arrived.0 == self.index && r.arrival > spec.arrived.1 {
                     continue;
                 }
                 if let SpecScope::Task { tag, .. } = spec.scope
