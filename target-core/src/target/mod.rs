@@ -1215,30 +1215,6 @@ impl Target {
 
     // ----- shutdown -----
 
-    /// Closes every backend once the subsystems are stopped: the namespaces give their bdevs
-    /// back and the bdevs are deleted, the last registered first (a virtual bdev before its
-    /// base). A backend lets go of what it holds outside the process when its last reference
-    /// goes — an RBD image its watch, which would otherwise stay on the image until the
-    /// cluster times it out (30 s) and hold up a gateway taking over.
-    fn close_bdevs(&self) {
-        for sub in self.subsystems() {
-            let names: Vec<String> = {
-                let mut c = sub.config.write();
-                let names = c.namespaces.values().map(|n| n.bdev_name.clone()).collect();
-                c.namespaces.clear();
-                names
-            };
-            for name in names {
-                self.bdevs.release(&name);
-            }
-        }
-        for name in self.bdevs.names().into_iter().rev() {
-            if let Err(e) = self.bdevs.unregister(&name) {
-                tracing::warn!("closing bdev {name} at shutdown: {e}");
-            }
-        }
-    }
-
     /// Stops every subsystem (disconnecting every host), closes every listener and destroys
     /// every transport. The reactors keep running; stop them afterwards.
     pub async fn shutdown(self: &Arc<Self>) {
@@ -1270,7 +1246,6 @@ impl Target {
         for (t, _) in &slots {
             t.destroy();
         }
-        self.close_bdevs();
         tracing::info!("target stopped");
     }
 }

@@ -964,30 +964,3 @@ fn transports_are_created_once_and_failures_leave_no_residue() {
     rt.block_on(target.shutdown());
     target.reactors().stop();
 }
-
-#[test]
-fn shutdown_closes_every_bdev_so_backends_let_go() {
-    // An exported bdev and a spare one: after shutdown the target holds neither, so the
-    // backend's last reference goes (an RBD image closes and drops its watch).
-    let h = Harness::new(2);
-    let exported = h.malloc("Exported");
-    let spare = h.malloc("Spare");
-    let sub = h.subsystem("nqn.2016-06.io.rtgt:shutdown");
-    h.add_ns(sub.nqn(), "Exported", 1).unwrap();
-    assert!(Arc::strong_count(&exported) > 1);
-    let (weak_exported, weak_spare) = (Arc::downgrade(&exported), Arc::downgrade(&spare));
-    drop((exported, spare));
-    let target = Arc::clone(&h.target);
-    h.stop();
-    assert!(
-        target.bdevs().names().is_empty(),
-        "{:?}",
-        target.bdevs().names()
-    );
-    assert!(sub.config().namespaces.is_empty());
-    assert!(weak_spare.upgrade().is_none(), "the spare bdev is closed");
-    assert!(
-        weak_exported.upgrade().is_none(),
-        "the exported bdev is closed"
-    );
-}
