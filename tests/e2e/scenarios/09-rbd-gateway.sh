@@ -140,4 +140,9 @@ log "after the OSD restarted: 16 MiB verified on each device in $(secs "$t0" "$(
 nvme_disconnect "$NQN_NVME"
 srp_logout_all
 stop_rtgt
-assert_contains "$(ceph_host_ok rbd_status e2e1)" "Watchers: none" "e2e1's watchers after rtgt exited"
+# rtgt exits without closing its images (closing them at exit is not safe yet, see docs/ceph.md):
+# the watch goes when the cluster times the client out (osd_client_watch_timeout, 30 s).
+t0=$(uptime_s)
+no_watchers() { ceph_host_ok rbd_status e2e1 | grep -q "Watchers: none"; }
+poll_until 60 no_watchers || fail "e2e1 still has a watcher 60 s after rtgt exited: $(ceph_host_ok rbd_status e2e1 | tr '\n' ' ')"
+log "e2e1's watch gone $(secs "$t0" "$(uptime_s)")s after rtgt exited"
