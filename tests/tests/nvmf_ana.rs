@@ -113,27 +113,12 @@ fn ana_log(c: &mut HostCtrl, rgo: bool) -> (u64, Vec<(u32, Vec<u32>, u8)>) {
 }
 
 fn read_status(c: &mut HostCtrl, nsid: u32) -> Status {
-    c.io[0]
-        .cmd(
-            read_sqe(nsid, 0, 1),
-            Data::KeyedRead {
-                len: 512,
-                invalidate: true,
-            },
-        )
-        .expect("the read completes")
-        .cqe
-        .status
+    c.read_status(nsid)
 }
 
 /// Enables the ANA change notice and parks an AER; returns its CID.
 fn park_ana_aer(c: &mut HostCtrl) -> u16 {
-    let mut s = Sqe::new(admin_opc::SET_FEATURES, 0);
-    s.set_cdw(10, 0x0B).set_cdw(11, 1 << 11);
-    c.admin_cmd(s, Data::None).unwrap().ok().unwrap();
-    c.admin
-        .submit(Sqe::new(admin_opc::ASYNC_EVENT_REQUEST, 0), Data::None)
-        .unwrap()
+    c.park_aer(1 << 11)
 }
 
 const OPTIMIZED: u8 = 0x01;

@@ -8,51 +8,26 @@ use std::time::Duration;
 
 use rtgt_tests::nvme_host::*;
 use serde_json::json;
-use target_core::nvme::Sqe;
 use target_core::nvme::Status;
-use target_core::nvme::spec::admin_opc;
 use target_core::target::NsParams;
 
 const A: &str = "nqn.2016-06.io.rtgt:masked";
 const OTHER_HOST: &str = "nqn.2014-08.org.nvmexpress:uuid:99999999-2222-3333-4444-555555555555";
 
 fn active_nsids(c: &mut HostCtrl) -> Vec<u32> {
-    let list = c.identify(2, 0).expect("active namespace list");
-    list.chunks(4)
-        .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
-        .take_while(|&n| n != 0)
-        .collect()
+    nsid_list(&c.identify(2, 0).expect("active namespace list"))
 }
 
 fn read_status(c: &mut HostCtrl, nsid: u32) -> Status {
-    c.io[0]
-        .cmd(
-            read_sqe(nsid, 0, 1),
-            Data::KeyedRead {
-                len: 512,
-                invalidate: true,
-            },
-        )
-        .expect("the read completes")
-        .cqe
-        .status
+    c.read_status(nsid)
 }
 
 fn enable_ns_notices(c: &mut HostCtrl) -> u16 {
-    let mut s = Sqe::new(admin_opc::SET_FEATURES, 0);
-    s.set_cdw(10, 0x0B).set_cdw(11, 1 << 8);
-    c.admin_cmd(s, Data::None).unwrap().ok().unwrap();
-    c.admin
-        .submit(Sqe::new(admin_opc::ASYNC_EVENT_REQUEST, 0), Data::None)
-        .unwrap()
+    c.park_aer(1 << 8)
 }
 
 fn changed_list(c: &mut HostCtrl) -> Vec<u32> {
-    let list = c.get_log(0x04, 0xFFFF_FFFF, 0, 4096, false).unwrap();
-    list.chunks(4)
-        .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
-        .take_while(|&n| n != 0)
-        .collect()
+    nsid_list(&c.get_log(0x04, 0xFFFF_FFFF, 0, 4096, false).unwrap())
 }
 
 #[test]

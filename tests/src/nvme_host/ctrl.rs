@@ -232,6 +232,33 @@ impl HostCtrl {
         Ok(())
     }
 
+    /// The status of a one-block read of `nsid` on the first I/O queue (what a path or a
+    /// namespace's visibility answers).
+    pub fn read_status(&mut self, nsid: u32) -> target_core::nvme::Status {
+        self.io[0]
+            .cmd(
+                read_sqe(nsid, 0, 1),
+                Data::KeyedRead {
+                    len: 512,
+                    invalidate: true,
+                },
+            )
+            .expect("the read completes")
+            .cqe
+            .status
+    }
+
+    /// Enables the notices of Asynchronous Event Configuration bits `aen_bits` (Set Features
+    /// 0Bh) and parks an Asynchronous Event Request; returns its CID.
+    pub fn park_aer(&mut self, aen_bits: u32) -> u16 {
+        let mut s = Sqe::new(admin_opc::SET_FEATURES, 0);
+        s.set_cdw(10, 0x0B).set_cdw(11, aen_bits);
+        self.admin_cmd(s, Data::None).unwrap().ok().unwrap();
+        self.admin
+            .submit(Sqe::new(admin_opc::ASYNC_EVENT_REQUEST, 0), Data::None)
+            .unwrap()
+    }
+
     /// An admin command.
     pub fn admin_cmd(&mut self, sqe: Sqe, data: Data<'_>) -> Result<Completion, HostError> {
         self.admin.cmd(sqe, data)
@@ -349,6 +376,15 @@ pub fn rw_sqe(opc: u8, nsid: u32, slba: u64, blocks: u32) -> Sqe {
 /// A Write SQE.
 pub fn write_sqe(nsid: u32, slba: u64, blocks: u32) -> Sqe {
     rw_sqe(io_opc::WRITE, nsid, slba, blocks)
+}
+
+/// The NSIDs of a namespace list (Identify CNS 02h, the Changed Namespace List log page), up
+/// to the first zero.
+pub fn nsid_list(list: &[u8]) -> Vec<u32> {
+    list.chunks_exact(4)
+        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        .take_while(|&n| n != 0)
+        .collect()
 }
 
 /// A Read SQE.

@@ -16,7 +16,7 @@ mod queue;
 
 pub use auth::{AUTH_AL, DhchapOpts, authenticate, refused_reason};
 pub use ctrl::{
-    ConnectOpts, HostCtrl, authenticate_if_asked, fabrics_connect, fabrics_sqe, pattern,
+    ConnectOpts, HostCtrl, authenticate_if_asked, fabrics_connect, fabrics_sqe, nsid_list, pattern,
     pattern_block, read_sqe, rw_sqe, write_sqe,
 };
 pub use env::{HOSTNQN, NvmfEnv};
