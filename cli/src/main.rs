@@ -38,7 +38,7 @@ const RPC_ABOUT: &str = "Call a JSON-RPC method, with SPDK rpc.py's command line
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the target: reactors, transports, and the JSON-RPC server (SPDK's nvmf_tgt).
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Call a JSON-RPC method, with SPDK rpc.py's command line.
     Rpc(rtgt::cmd::RpcArgs),
     /// Interactive shell: methods with completion of names, `ls` tree, history.
@@ -58,7 +58,7 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     match cli.command {
-        Command::Serve(args) => serve::run(args),
+        Command::Serve(args) => serve::run(*args),
         Command::Rpc(args) => rtgt::cmd::run_rpc(args),
         Command::Shell(args) => rtgt::shell::run(args),
         Command::Completions { shell } => {

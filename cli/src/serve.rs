@@ -74,9 +74,30 @@ pub struct ServeArgs {
     #[arg(long = "idle-sleep-us", value_name = "US|none")]
     idle_sleep_us: Option<String>,
 
-    /// Log level: error, warning, notice, info, debug or trace.
+    /// Log level: error, warning, notice, info, debug or trace. Sets both the print level
+    /// (standard error) and the log level (syslog).
     #[arg(long = "log-level", default_value = "notice")]
     log_level: String,
+
+    /// Set a log flag at start, as `log_set_flag` (repeatable; `all` for every component).
+    #[arg(short = 'L', long = "log-flag", value_name = "FLAG")]
+    log_flags: Vec<String>,
+
+    /// Standard error's format: text, or one JSON object per line for log shippers.
+    #[arg(long = "log-format", value_enum, default_value = "text")]
+    log_format: crate::log::LogFormat,
+
+    /// Send the log-level output to this syslog socket (default: /dev/log when it exists).
+    #[arg(
+        long = "syslog-socket",
+        value_name = "PATH",
+        conflicts_with = "no_syslog"
+    )]
+    syslog_socket: Option<PathBuf>,
+
+    /// No syslog output (log_set_level is then refused: only the print level applies).
+    #[arg(long = "no-syslog")]
+    no_syslog: bool,
 
     /// Fabric provider for the RDMA and SRP transports.
     #[arg(long = "fabric", value_enum, default_value = "rdma")]
@@ -142,7 +163,28 @@ pub fn run(args: ServeArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let log = crate::log::init(level, filter);
+    let syslog = match (&args.syslog_socket, args.no_syslog) {
+        (_, true) => crate::log::SyslogTarget::Off,
+        (Some(p), false) => crate::log::SyslogTarget::Socket(p.clone()),
+        (None, false) => crate::log::SyslogTarget::Default,
+    };
+    let log = match crate::log::init(&crate::log::LogOptions {
+        level,
+        filter,
+        format: args.log_format,
+        syslog,
+        flags: args.log_flags.clone(),
+    }) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("rtgt serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match log.syslog_socket() {
+        Some(p) => tracing::info!("logging to standard error and syslog ({})", p.display()),
+        None => tracing::info!("logging to standard error (no syslog)"),
+    }
     match start(args, log) {
         Ok(code) => code,
         Err(e) => {

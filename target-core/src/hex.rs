@@ -1,9 +1,9 @@
 //! Wire dumps for interop debugging: the decoders of what hosts send (NVMe capsules, Connect
 //! data, NVMe/RDMA and SRP connection private data, SRP IUs) log the raw bytes at `trace`
-//! level under the [`WIRE_TARGET`] tracing target, rendered with [`Hex`]. Release builds
-//! compile `trace` out (`release_max_level_debug`), so this costs nothing on the data path
-//! there; a debug build run with `--log-level trace` records a session's traffic (that is how
-//! the fuzz seed captures of `fuzz/seeds/captures/wire` were made).
+//! level under the [`WIRE_TARGET`] tracing target, rendered with [`Hex`]. `log_set_flag wire`
+//! (or `rtgt serve --log-flag wire`) turns them on in any build; off, each call site costs one
+//! comparison with the subscriber's maximum level. A session recorded that way is how the fuzz
+//! seed captures of `fuzz/seeds/captures/wire` were made.
 
 use std::fmt;
 

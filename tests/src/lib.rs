@@ -14,6 +14,7 @@ use target_core::registry::TransportParams;
 use target_core::target::{AdrFam, ListenAddr, NsParams, SubsystemParams, Target};
 
 pub mod ceph;
+pub mod daemon;
 pub mod faults;
 pub mod gate;
 pub mod rpc_rig;

@@ -2,53 +2,25 @@
 //! endpoints that refuse non-loopback addresses without `--rpc-allow-remote` and an empty
 //! bearer token, exiting before anything listens.
 //!
-//! The binary is `$RTGT_BIN` if set, else `rtgt` next to this test's `deps/` directory.
+//! The binary: `rtgt_tests::daemon::rtgt_bin`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
 
-fn rtgt_bin() -> PathBuf {
-    if let Some(p) = std::env::var_os("RTGT_BIN") {
-        return PathBuf::from(p);
-    }
-    let exe = std::env::current_exe().expect("test executable path");
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile>/deps")
-        .join("rtgt");
-    assert!(
-        bin.exists(),
-        "{} does not exist: cargo build -p rtgt",
-        bin.display()
-    );
-    bin
-}
+use rtgt_tests::daemon::Daemon;
+use std::time::{Duration, Instant};
 
 fn sock_path(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("rtgt-exposure-{}-{tag}.sock", std::process::id()))
 }
 
-fn spawn(sock: &Path, extra: &[&str]) -> Child {
-    Command::new(rtgt_bin())
-        .args(["serve", "--fabric", "sim", "-r"])
-        .arg(sock)
-        .args(extra)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn rtgt serve")
-}
-
 /// Runs `rtgt serve` expecting it to refuse to start: returns its stderr.
 fn refused(tag: &str, extra: &[&str]) -> String {
     let sock = sock_path(tag);
-    let mut child = spawn(&sock, extra);
+    let mut child = Daemon::spawn(&sock, extra);
     let deadline = Instant::now() + Duration::from_secs(20);
     let status = loop {
         if let Some(s) = child.try_wait().unwrap() {
@@ -110,7 +82,7 @@ fn the_socket_is_owner_only_unless_configured() {
         ("0660", &["--rpc-socket-mode", "0660"][..], 0o660),
     ] {
         let sock = sock_path(tag);
-        let child = spawn(&sock, extra);
+        let child = Daemon::spawn(&sock, extra);
         let deadline = Instant::now() + Duration::from_secs(20);
         while !answers(&sock) {
             assert!(Instant::now() < deadline, "rtgt serve did not come up");
