@@ -73,11 +73,16 @@ pub struct FlagSet {
 }
 
 impl FlagSet {
-    /// Sets or clears `name`, SPDK's `all` meaning every component flag (not `trace`).
+    /// Sets or clears `name`, SPDK's `all` meaning every component flag (not `trace`, not
+    /// `wire`: both change what is logged, not which component logs).
     /// `Err` names the flags that exist.
     pub fn apply(&mut self, name: &str, enabled: bool) -> Result<(), String> {
         let names: Vec<&'static str> = if name == "all" {
-            FLAGS.iter().map(|(n, _)| *n).collect()
+            FLAGS
+                .iter()
+                .map(|(n, _)| *n)
+                .filter(|n| *n != WIRE_FLAG)
+                .collect()
         } else if name == TRACE_FLAG {
             self.trace = enabled;
             return Ok(());
@@ -189,7 +194,11 @@ mod tests {
         f.apply("all", true).unwrap();
         let listing = f.listing();
         assert_eq!(listing.len(), FLAGS.len() + 1);
-        assert!(listing.iter().all(|(n, on)| *on == (n != TRACE_FLAG)));
+        assert!(
+            listing
+                .iter()
+                .all(|(n, on)| *on == (n != TRACE_FLAG && n != WIRE_FLAG))
+        );
         let e = f.apply("nvmf_fc", true).unwrap_err();
         assert!(e.contains("nvmf_rdma"), "{e}");
         f.apply("all", false).unwrap();
