@@ -5,7 +5,9 @@
 //! `rtgt completions bash|zsh` prints completion scripts (the client side lives in the `rtgt`
 //! library: [`rtgt::cmd`], [`rtgt::shell`]).
 
+mod config_store;
 mod log;
+mod sd_notify;
 mod serve;
 
 use std::process::ExitCode;

@@ -19,6 +19,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
+
+use crate::config_store::ConfigStore;
 use fabric::{Provider, SimNetwork};
 use rpc::methods::TargetContext;
 use rpc::methods::load::{self, ConfigFile};
@@ -54,8 +56,14 @@ pub struct ServeArgs {
     rpc_socket_mode: u32,
 
     /// Apply this saved configuration (save_config output) at start.
-    #[arg(long = "json", value_name = "FILE")]
+    #[arg(long = "json", value_name = "FILE", conflicts_with = "config")]
     json: Option<PathBuf>,
+
+    /// Keep the configuration in FILE: load it at start if it exists, and rewrite it
+    /// (atomically, previous version in FILE.bak) after every RPC that changes the
+    /// configuration, before that RPC is answered.
+    #[arg(long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
 
     /// Stay in the STARTUP RPC state until framework_start_init.
     #[arg(long = "wait-for-rpc")]
@@ -239,13 +247,19 @@ fn provider(kind: FabricKind) -> Provider {
 }
 
 fn start(args: ServeArgs, log: Arc<crate::log::ReloadLog>) -> Result<ExitCode, String> {
-    let config = match &args.json {
-        Some(path) => {
+    let mut store = None;
+    let config = match (&args.json, &args.config) {
+        (Some(path), _) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             Some(load::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?)
         }
-        None => None,
+        (None, Some(path)) => {
+            let (s, cfg) = ConfigStore::open(path)?;
+            store = Some(Arc::new(s));
+            cfg
+        }
+        (None, None) => None,
     };
     let rcfg = reactor_config(&args)?;
     let reactors = Reactors::start(rcfg).map_err(|e| format!("cannot start the reactors: {e}"))?;
@@ -266,7 +280,7 @@ fn start(args: ServeArgs, log: Arc<crate::log::ReloadLog>) -> Result<ExitCode, S
                 .enable_all()
                 .build()
                 .map_err(|e| format!("cannot start the RPC runtime: {e}"))?;
-            rt.block_on(rpc_main(args, config, rpc_target, log))
+            rt.block_on(rpc_main(args, config, store, rpc_target, log))
         })
         .map_err(|e| format!("cannot start the RPC thread: {e}"))?;
     let result = thread
@@ -288,6 +302,7 @@ enum Stop {
 async fn rpc_main(
     args: ServeArgs,
     config: Option<ConfigFile>,
+    store: Option<Arc<ConfigStore>>,
     target: Arc<Target>,
     log: Arc<crate::log::ReloadLog>,
 ) -> Result<ExitCode, String> {
@@ -315,7 +330,7 @@ async fn rpc_main(
             }
         });
     let ctx = Arc::new(TargetContext::new(Arc::clone(&target)));
-    let mut methods = Methods::from_arc(ctx, state.clone());
+    let mut methods = Methods::from_arc(Arc::clone(&ctx), state.clone());
     methods
         .register_core(hooks)
         .and_then(|m| rpc::methods::register(m).map(|()| m))
@@ -337,6 +352,10 @@ async fn rpc_main(
         _ = sigterm.recv() => Err(Stop::Signal("SIGTERM")),
         _ = sigint.recv() => Err(Stop::Signal("SIGINT")),
     };
+    let outcome = outcome.and_then(|()| match store {
+        Some(store) => persist(&table, store, ctx),
+        None => Ok(()),
+    });
     let mut servers = Vec::new();
     let stop = match outcome {
         Err(stop) => stop,
@@ -349,6 +368,11 @@ async fn rpc_main(
                     args.rpc_socket.display(),
                     target.reactors().len()
                 );
+                crate::sd_notify::notify_or_log(&format!(
+                    "READY=1\nMAINPID={}\nSTATUS=serving JSON-RPC on {}",
+                    std::process::id(),
+                    args.rpc_socket.display()
+                ));
                 tokio::select! {
                     _ = sigterm.recv() => Stop::Signal("SIGTERM"),
                     _ = sigint.recv() => Stop::Signal("SIGINT"),
@@ -361,6 +385,7 @@ async fn rpc_main(
         Stop::Signal(s) => tracing::info!("{s}: shutting down"),
         Stop::Failed(e) => tracing::error!("{e}; shutting down"),
     }
+    crate::sd_notify::notify_or_log("STOPPING=1");
     for s in servers {
         s.shutdown().await;
     }
@@ -374,6 +399,43 @@ async fn rpc_main(
         Stop::Signal(_) => Ok(ExitCode::SUCCESS),
         Stop::Failed(e) => Err(e),
     }
+}
+
+/// `--config`: writes the configuration once the start-up configuration is applied, then after
+/// every successful call that changed it (queries are skipped: they change nothing).
+fn persist(
+    table: &MethodTable,
+    store: Arc<ConfigStore>,
+    ctx: Arc<TargetContext>,
+) -> Result<(), Stop> {
+    let write = move |why: &str| match store.store(&rpc::methods::config::save_config(&ctx)) {
+        Ok(true) => tracing::debug!(
+            "configuration written to {} ({why})",
+            store.path().display()
+        ),
+        Ok(false) => {}
+        Err(e) => tracing::error!(
+            "cannot write the configuration to {} after {why}: {e}; it is not persisted",
+            store.path().display()
+        ),
+    };
+    write("start");
+    let installed = table.after_success(Arc::new(move |method: &'static str| {
+        if !is_query(method) {
+            write(method);
+        }
+    }));
+    if !installed {
+        return Err(Stop::Failed(
+            "--config: a call hook is already installed".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Methods that only read: `*_get_*`, `get_*`, `rpc_get_methods`, `framework_wait_init`.
+fn is_query(method: &str) -> bool {
+    method.contains("_get_") || method.starts_with("get_") || method == "framework_wait_init"
 }
 
 /// Applies `--json` and initialises (unless `--wait-for-rpc`).

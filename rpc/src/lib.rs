@@ -63,4 +63,4 @@ pub use server::{
 #[cfg(feature = "http")]
 pub use server::{HttpOptions, serve_http};
 pub use state::{RpcState, StateHandle, StateMask};
-pub use table::{MAX_RESPONSE_SIZE, MethodInfo, MethodTable, Methods, RegisterError};
+pub use table::{MAX_RESPONSE_SIZE, MethodInfo, MethodTable, Methods, RegisterError, SuccessHook};

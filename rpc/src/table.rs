@@ -5,8 +5,8 @@
 //! servers share (together with the RPC state).
 
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use jsonrpsee::types::{ErrorObjectOwned, Id};
 use jsonrpsee::{ConnectionId, Extensions, MethodCallback, RpcModule};
@@ -70,6 +70,18 @@ pub struct Methods<Ctx> {
     module: RpcModule<Ctx>,
     registry: Arc<Registry>,
     state: StateHandle,
+    hook: Arc<OnceLock<SuccessHook>>,
+}
+
+/// Runs after every successful call, before its answer is sent, with the method's name (e.g.
+/// to persist the configuration: `rtgt serve --config`). Set with
+/// [`MethodTable::after_success`].
+pub type SuccessHook = Arc<dyn Fn(&'static str) + Send + Sync>;
+
+fn succeeded(hook: &OnceLock<SuccessHook>, name: &'static str) {
+    if let Some(h) = hook.get() {
+        h(name);
+    }
 }
 
 impl<Ctx: Send + Sync + 'static> Methods<Ctx> {
@@ -84,6 +96,7 @@ impl<Ctx: Send + Sync + 'static> Methods<Ctx> {
             module: RpcModule::from_arc(ctx),
             registry: Arc::new(Registry::default()),
             state,
+            hook: Arc::new(OnceLock::new()),
         }
     }
 
@@ -122,12 +135,15 @@ impl<Ctx: Send + Sync + 'static> Methods<Ctx> {
     {
         self.check_free(name)?;
         let state = self.state.clone();
+        let hook = self.hook.clone();
         self.module
             .register_method(
                 name,
                 move |params, ctx, _ext| -> Result<Box<RawValue>, RpcError> {
                     mask.check(state.get())?;
-                    to_raw(handler(params, ctx)?)
+                    let raw = to_raw(handler(params, ctx)?)?;
+                    succeeded(&hook, name);
+                    Ok(raw)
                 },
             )
             .map_err(|_| RegisterError::AlreadyRegistered(name))?;
@@ -166,13 +182,17 @@ impl<Ctx: Send + Sync + 'static> Methods<Ctx> {
     {
         self.check_free(name)?;
         let state = self.state.clone();
+        let hook = self.hook.clone();
         self.module
             .register_async_method(name, move |params, ctx, _ext| {
                 let handler = handler.clone();
                 let allowed = mask.check(state.get());
+                let hook = hook.clone();
                 async move {
                     allowed?;
-                    to_raw(handler(params, ctx).await?)
+                    let raw = to_raw(handler(params, ctx).await?)?;
+                    succeeded(&hook, name);
+                    Ok::<_, RpcError>(raw)
                 }
             })
             .map_err(|_| RegisterError::AlreadyRegistered(name))?;
@@ -309,6 +329,7 @@ impl<Ctx: Send + Sync + 'static> Methods<Ctx> {
                 methods: self.module.into(),
                 registry: self.registry,
                 state: self.state,
+                hook: self.hook,
             }),
         }
     }
@@ -344,6 +365,7 @@ struct TableInner {
     methods: jsonrpsee::Methods,
     registry: Arc<Registry>,
     state: StateHandle,
+    hook: Arc<OnceLock<SuccessHook>>,
 }
 
 /// The built method table: cheap to clone, shared by every server and in-process caller.
@@ -375,6 +397,12 @@ fn some_raw<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawVal
 }
 
 impl MethodTable {
+    /// Installs the hook every successful call runs before its answer is sent (aliases too);
+    /// `false` if one is already installed.
+    pub fn after_success(&self, hook: SuccessHook) -> bool {
+        self.inner.hook.set(hook).is_ok()
+    }
+
     /// The RPC state shared by every server using this table.
     pub fn state(&self) -> &StateHandle {
         &self.inner.state
@@ -464,5 +492,50 @@ impl MethodTable {
                 Err(RpcError::internal_default())
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{RpcState, StateMask};
+    use parking_lot::Mutex;
+
+    #[tokio::test]
+    async fn the_success_hook_sees_successful_calls_only_and_is_set_once() {
+        let mut m = Methods::new((), StateHandle::new(RpcState::Runtime));
+        m.register("ok_sync", StateMask::ANY, |_p: Params<'_>, _c: &()| Ok(1))
+            .unwrap();
+        m.register(
+            "fails",
+            StateMask::ANY,
+            |_p: Params<'_>, _c: &()| -> RpcResult<u8> { Err(RpcError::invalid_params("no")) },
+        )
+        .unwrap();
+        m.register(
+            "startup_only",
+            StateMask::STARTUP,
+            |_p: Params<'_>, _c: &()| Ok(1),
+        )
+        .unwrap();
+        m.register_async(
+            "ok_async",
+            StateMask::ANY,
+            |_p: Params<'static>, _c: Arc<()>| async { Ok(2) },
+        )
+        .unwrap();
+        m.alias_deprecated("old_ok_sync", "ok_sync").unwrap();
+        let t = m.build();
+        t.call("ok_sync", None).await.unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        assert!(t.after_success(Arc::new(move |name| s.lock().push(name))));
+        assert!(!t.after_success(Arc::new(|_| {})));
+        t.call("ok_sync", None).await.unwrap();
+        t.call("fails", None).await.unwrap_err();
+        t.call("startup_only", None).await.unwrap_err();
+        t.call("ok_async", None).await.unwrap();
+        t.call("old_ok_sync", None).await.unwrap();
+        assert_eq!(*seen.lock(), vec!["ok_sync", "ok_async", "ok_sync"]);
     }
 }

@@ -41,7 +41,8 @@ pub fn lock_of(sock: &Path) -> PathBuf {
     PathBuf::from(format!("{}.lock", sock.display()))
 }
 
-/// One JSON-RPC call on a fresh connection; `Err((code, message))` for an error answer.
+/// One JSON-RPC call on a fresh connection; `Err((code, message))` for an error answer, code
+/// 0 when the connection failed or closed without an answer (the daemon died).
 pub fn rpc(sock: &Path, method: &str, params: Option<Value>) -> Result<Value, (i64, String)> {
     let mut s = UnixStream::connect(sock).map_err(|e| (0, format!("connect: {e}")))?;
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -49,9 +50,15 @@ pub fn rpc(sock: &Path, method: &str, params: Option<Value>) -> Result<Value, (i
     if let Some(p) = params {
         req["params"] = p;
     }
-    s.write_all(req.to_string().as_bytes()).unwrap();
+    s.write_all(req.to_string().as_bytes())
+        .map_err(|e| (0, format!("send: {e}")))?;
     let mut line = String::new();
-    BufReader::new(s).read_line(&mut line).unwrap();
+    BufReader::new(s)
+        .read_line(&mut line)
+        .map_err(|e| (0, format!("receive: {e}")))?;
+    if line.is_empty() {
+        return Err((0, "closed without an answer".into()));
+    }
     let v: Value =
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad answer {line:?}: {e}"));
     match v.get("error") {
@@ -96,10 +103,16 @@ pub struct Daemon {
 impl Daemon {
     /// Spawns `rtgt serve --fabric sim -r SOCK EXTRA...` without waiting.
     pub fn spawn(sock: &Path, extra: &[&str]) -> Child {
+        Self::spawn_env(sock, extra, &[])
+    }
+
+    /// [`Daemon::spawn`] with extra environment variables.
+    pub fn spawn_env(sock: &Path, extra: &[&str], env: &[(&str, &str)]) -> Child {
         Command::new(rtgt_bin())
             .args(["serve", "--fabric", "sim", "-r"])
             .arg(sock)
             .args(extra)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -109,7 +122,12 @@ impl Daemon {
 
     /// Starts a daemon and waits until it answers.
     pub fn start(sock: &Path, extra: &[&str]) -> Self {
-        let mut child = Self::spawn(sock, extra);
+        Self::start_env(sock, extra, &[])
+    }
+
+    /// [`Daemon::start`] with extra environment variables.
+    pub fn start_env(sock: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
+        let mut child = Self::spawn_env(sock, extra, env);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if sock.exists() && rpc(sock, "rpc_get_methods", None).is_ok() {
