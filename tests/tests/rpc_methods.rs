@@ -40,6 +40,7 @@ fn rpc_get_methods_lists_every_method() {
         "bdev_delay_update_latency",
         "bdev_get_bdevs",
         "bdev_get_iostat",
+        "bdev_reset_iostat",
         "bdev_wait_for_examine",
         "nvmf_create_transport",
         "nvmf_get_transports",
@@ -275,6 +276,24 @@ fn bdev_create_get_delete_and_errors() {
         -19,
         "nope",
     );
+    assert_code(
+        &r.err("bdev_get_iostat", json!({"per_channel": true})),
+        -32602,
+        "Bdev name is required",
+    );
+    let pc = r.ok("bdev_get_iostat", json!({"name": "Malloc0", "per_channel": true}));
+    assert_eq!(pc["name"], "Malloc0");
+    assert!(pc["channels"].is_array(), "{pc}");
+    assert_eq!(
+        r.ok("bdev_get_iostat", json!({"names": ["Malloc0"], "reset_mode": "all"}))["bdevs"][0]["min_read_latency_ticks"],
+        0
+    );
+    assert_eq!(r.ok("bdev_reset_iostat", json!({})), json!(true));
+    assert_eq!(
+        r.ok("bdev_reset_iostat", json!({"name": "Null0", "mode": "maxmin"})),
+        json!(true)
+    );
+    assert_code(&r.err("bdev_reset_iostat", json!({"name": "nope"})), -19, "nope");
 
     // Deleting with the wrong kind's method finds nothing.
     assert_code(

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use target_core::bdev::module::{self as bdev_module, BdevMethod, BdevModuleOps, MethodCtx};
-use target_core::bdev::{Bdev, IoType};
+use target_core::bdev::{Bdev, IoStatSnapshot, IoType, ResetMode};
 
-use super::{TargetContext, add, not_supported};
+use super::{TargetContext, add};
 use crate::params::{Decode, DecodeFlavor};
 use crate::{Methods, RegisterError, RpcError, RpcResult, StateMask};
 
@@ -53,6 +53,13 @@ pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterErr
         StateMask::RUNTIME,
         Decode::Bdev,
         get_iostat,
+    )?;
+    add(
+        m,
+        "bdev_reset_iostat",
+        StateMask::RUNTIME,
+        Decode::Bdev,
+        reset_iostat,
     )?;
     // rtgt's bdevs need no examination: creation completes before the RPC answers.
     super::add_sync(
@@ -196,66 +203,138 @@ async fn get_bdevs(a: GetBdevs, ctx: Arc<TargetContext>) -> RpcResult<Vec<Value>
     }
 }
 
+/// SPDK's `reset_mode` / `mode` values; `none` is no reset.
+fn reset_mode(mode: Option<&str>, none_ok: bool) -> RpcResult<Option<ResetMode>> {
+    match mode {
+        None => Ok(None),
+        Some("none") if none_ok => Ok(None),
+        Some("all") => Ok(Some(ResetMode::All)),
+        Some("maxmin") => Ok(Some(ResetMode::MaxMin)),
+        Some(other) => Err(RpcError::invalid_params(format!(
+            "Invalid reset mode '{}' (all, maxmin{})",
+            other.escape_default(),
+            if none_ok { ", none" } else { "" }
+        ))),
+    }
+}
+
+/// One bdev's (or one channel's) statistics in SPDK's field names; ticks are nanoseconds.
+fn iostat_json(s: &IoStatSnapshot) -> serde_json::Map<String, Value> {
+    let v = json!({
+        "bytes_read": s.bytes_read,
+        "num_read_ops": s.num_read_ops,
+        "bytes_written": s.bytes_written,
+        "num_write_ops": s.num_write_ops,
+        "bytes_unmapped": s.bytes_unmapped,
+        "num_unmap_ops": s.num_unmap_ops,
+        "bytes_copied": 0,
+        "num_copy_ops": 0,
+        "read_latency_ticks": s.read_latency_ns,
+        "max_read_latency_ticks": s.max_read_latency_ns,
+        "min_read_latency_ticks": s.min_read_latency_ns,
+        "write_latency_ticks": s.write_latency_ns,
+        "max_write_latency_ticks": s.max_write_latency_ns,
+        "min_write_latency_ticks": s.min_write_latency_ns,
+        "unmap_latency_ticks": s.unmap_latency_ns,
+        "max_unmap_latency_ticks": s.max_unmap_latency_ns,
+        "min_unmap_latency_ticks": s.min_unmap_latency_ns,
+        "copy_latency_ticks": 0,
+        "max_copy_latency_ticks": 0,
+        "min_copy_latency_ticks": 0,
+        "num_flush_ops": s.num_flush_ops,
+        "num_write_zeroes_ops": s.num_write_zeroes_ops,
+        "num_compare_ops": s.num_compare_ops,
+        "num_errors": s.num_errors,
+    });
+    match v {
+        Value::Object(m) => m,
+        _ => unreachable!("a JSON object literal"),
+    }
+}
+
+fn no_bdev(name: &str) -> RpcError {
+    RpcError::errno(libc::ENODEV, format!("bdev '{name}' does not exist"))
+}
+
 async fn get_iostat(a: GetIostat, ctx: Arc<TargetContext>) -> RpcResult<Value> {
-    if a.per_channel {
-        return Err(not_supported(
-            "per_channel true",
-            "rtgt keeps one set of I/O statistics per bdev",
-        ));
-    }
-    match a.reset_mode.as_deref() {
-        None | Some("none") => {}
-        Some(mode) => {
-            return Err(not_supported(
-                format_args!("reset_mode '{}'", mode.escape_default()),
-                "rtgt's I/O statistics are not reset; only 'none' is accepted",
-            ));
-        }
-    }
+    let reset = reset_mode(a.reset_mode.as_deref(), true)?;
     let bdevs = ctx.target().bdevs();
+    let head = || {
+        let mut m = serde_json::Map::new();
+        m.insert("tick_rate".into(), json!(1_000_000_000u64));
+        m.insert("ticks".into(), json!(monotonic_ns()));
+        m
+    };
+    if a.per_channel {
+        let name = match (a.names, a.name) {
+            (Some(n), _) if n.len() == 1 => n.into_iter().next(),
+            (None, Some(n)) => Some(n),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            RpcError::invalid_params("Bdev name is required for per channel IO statistics")
+        })?;
+        let chans = bdevs
+            .iostat_per_channel(&name)
+            .ok_or_else(|| no_bdev(&name))?;
+        let channels: Vec<Value> = chans
+            .iter()
+            .map(|(thread, s)| {
+                let mut m = serde_json::Map::new();
+                m.insert("thread_id".into(), json!(thread));
+                m.extend(iostat_json(s));
+                Value::Object(m)
+            })
+            .collect();
+        if let Some(mode) = reset {
+            bdevs
+                .reset_iostat(Some(&name), mode)
+                .map_err(|_| no_bdev(&name))?;
+        }
+        let mut out = head();
+        out.insert("name".into(), json!(name));
+        out.insert("channels".into(), Value::Array(channels));
+        return Ok(Value::Object(out));
+    }
     let names: Vec<String> = match (a.names, a.name) {
         (Some(n), _) => n,
         (None, Some(n)) => vec![n],
         (None, None) => bdevs.names(),
     };
     let mut list = Vec::with_capacity(names.len());
-    for name in names {
-        let s = bdevs.iostat(&name).ok_or_else(|| {
-            RpcError::errno(libc::ENODEV, format!("bdev '{name}' does not exist"))
-        })?;
-        list.push(json!({
-            "name": name,
-            "bytes_read": s.bytes_read,
-            "num_read_ops": s.num_read_ops,
-            "bytes_written": s.bytes_written,
-            "num_write_ops": s.num_write_ops,
-            "bytes_unmapped": s.bytes_unmapped,
-            "num_unmap_ops": s.num_unmap_ops,
-            "bytes_copied": 0,
-            "num_copy_ops": 0,
-            "read_latency_ticks": s.read_latency_ns,
-            "max_read_latency_ticks": s.max_read_latency_ns,
-            "min_read_latency_ticks": 0,
-            "write_latency_ticks": s.write_latency_ns,
-            "max_write_latency_ticks": s.max_write_latency_ns,
-            "min_write_latency_ticks": 0,
-            "unmap_latency_ticks": s.unmap_latency_ns,
-            "max_unmap_latency_ticks": 0,
-            "min_unmap_latency_ticks": 0,
-            "copy_latency_ticks": 0,
-            "max_copy_latency_ticks": 0,
-            "min_copy_latency_ticks": 0,
-            "num_flush_ops": s.num_flush_ops,
-            "num_write_zeroes_ops": s.num_write_zeroes_ops,
-            "num_compare_ops": s.num_compare_ops,
-            "num_errors": s.num_errors,
-        }));
+    for name in &names {
+        let s = bdevs.iostat(name).ok_or_else(|| no_bdev(name))?;
+        let mut m = serde_json::Map::new();
+        m.insert("name".into(), json!(name));
+        m.extend(iostat_json(&s));
+        list.push(Value::Object(m));
     }
-    Ok(json!({
-        "tick_rate": 1_000_000_000u64,
-        "ticks": monotonic_ns(),
-        "bdevs": list,
-    }))
+    if let Some(mode) = reset {
+        for name in &names {
+            bdevs
+                .reset_iostat(Some(name), mode)
+                .map_err(|_| no_bdev(name))?;
+        }
+    }
+    let mut out = head();
+    out.insert("bdevs".into(), Value::Array(list));
+    Ok(Value::Object(out))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResetIostat {
+    name: Option<String>,
+    mode: Option<String>,
+}
+
+async fn reset_iostat(a: ResetIostat, ctx: Arc<TargetContext>) -> RpcResult<bool> {
+    let mode = reset_mode(a.mode.as_deref(), false)?.unwrap_or(ResetMode::All);
+    ctx.target()
+        .bdevs()
+        .reset_iostat(a.name.as_deref(), mode)
+        .map_err(|_| no_bdev(a.name.as_deref().unwrap_or("")))?;
+    Ok(true)
 }
 
 /// Nanoseconds since the first call (the `ticks` of `bdev_get_iostat`).

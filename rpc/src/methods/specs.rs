@@ -109,10 +109,14 @@ pub const METHODS: &[MethodSpec] = &[
     ]), Prints::Dict),
     prints(m("bdev_get_iostat", "Display I/O statistics of all bdevs or of some", &[
         key("name", JsonType::Str, "One bdev (older clients; --names in rpc.py)"),
-        o('c', "per-channel", "per_channel", Flag, "Per channel statistics (rtgt: not supported)"),
-        l("reset-mode", "reset_mode", Choice(&["all", "maxmin", "error", "none"]), "Reset after reading (rtgt: none only)"),
+        o('c', "per-channel", "per_channel", Flag, "Per channel statistics (one bdev)"),
+        l("reset-mode", "reset_mode", Choice(&["all", "maxmin", "none"]), "Reset after reading"),
         l("names", "names", List, "Comma-separated bdev names").comp(Complete::Bdev),
     ]), Prints::Dict),
+    m("bdev_reset_iostat", "Reset I/O statistics of all bdevs or of one", &[
+        o('b', "name", "name", Str, "Name of the bdev").comp(Complete::Bdev),
+        o('m', "mode", "mode", Choice(&["all", "maxmin"]), "What to reset (default all)"),
+    ]),
     m("bdev_wait_for_examine", "Report when all bdevs have been examined", &[]),
     m("bdev_set_options", "Set bdev layer options (recorded)", &[
         o('p', "bdev-io-pool-size", "bdev_io_pool_size", Int, "Number of bdev_io structures in the pool").json(JsonType::Uint(32)),

@@ -29,7 +29,7 @@ pub use delay::{DELAY_CLAIM_MODULE, DELAY_PRODUCT_NAME, DelayBdev, DelayLatency,
 pub use malloc::{MallocBdev, MallocParams};
 pub use null::{NullBdev, NullParams};
 pub use registry::{BdevRegistry, Claim};
-pub use stats::{ChannelStats, IoStatSnapshot};
+pub use stats::{ChannelStats, IoStatSnapshot, ResetMode};
 
 /// Most data buffers one I/O may carry.
 pub const MAX_IO_BUFS: usize = 32;

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use parking_lot::Mutex;
 
-use super::{Bdev, BdevError, ChannelStats, IoChannel, IoStatSnapshot};
+use super::{Bdev, BdevError, ChannelStats, IoChannel, IoStatSnapshot, ResetMode};
 
 /// Who holds a bdev (SPDK's claim): a namespace owns its bdev exclusively for writing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +22,21 @@ struct Entry {
     claim: Option<Claim>,
     channels: Vec<Arc<ChannelStats>>,
     retired: IoStatSnapshot,
+}
+
+impl Entry {
+    /// Folds the channels that were closed into the retired totals.
+    fn retire_closed(&mut self) {
+        let mut i = 0;
+        while i < self.channels.len() {
+            if Arc::strong_count(&self.channels[i]) == 1 {
+                let c = self.channels.remove(i);
+                c.add_to(&mut self.retired);
+            } else {
+                i += 1;
+            }
+        }
+    }
 }
 
 /// All bdevs, in creation order (the order save_config replays them).
@@ -149,7 +164,8 @@ impl BdevRegistry {
     /// Opens an I/O channel on the calling reactor, with statistics counted for this bdev.
     pub fn open_channel(&self, bdev: &Arc<dyn Bdev>) -> Result<IoChannel, BdevError> {
         let inner = bdev.open_channel()?;
-        let stats = Arc::new(ChannelStats::default());
+        let thread_id = crate::reactor::Reactors::current().map_or(0, |i| i as u64 + 1);
+        let stats = Arc::new(ChannelStats::new(thread_id));
         if let Some((_, e)) = self
             .entries
             .lock()
@@ -161,25 +177,52 @@ impl BdevRegistry {
         Ok(IoChannel::new(Arc::clone(bdev), inner, stats))
     }
 
-    /// Summed statistics of a bdev over all its channels, past and present.
+    /// Summed statistics of a bdev over all its channels, past and present, since the last
+    /// reset.
     pub fn iostat(&self, name: &str) -> Option<IoStatSnapshot> {
         let mut entries = self.entries.lock();
         let (_, e) = entries.iter_mut().find(|(n, _)| n == name)?;
-        // Fold channels that were closed into the retired totals.
-        let mut i = 0;
-        while i < e.channels.len() {
-            if Arc::strong_count(&e.channels[i]) == 1 {
-                let c = e.channels.swap_remove(i);
-                c.add_to(&mut e.retired);
-            } else {
-                i += 1;
-            }
-        }
+        e.retire_closed();
         let mut snap = e.retired.clone();
         for c in &e.channels {
             c.add_to(&mut snap);
         }
         Some(snap)
+    }
+
+    /// Statistics of each open channel of a bdev, by owning thread (`bdev_get_iostat
+    /// per_channel`), in the order the channels were opened.
+    pub fn iostat_per_channel(&self, name: &str) -> Option<Vec<(u64, IoStatSnapshot)>> {
+        let mut entries = self.entries.lock();
+        let (_, e) = entries.iter_mut().find(|(n, _)| n == name)?;
+        e.retire_closed();
+        Some(
+            e.channels
+                .iter()
+                .map(|c| (c.thread_id(), c.snapshot()))
+                .collect(),
+        )
+    }
+
+    /// Resets the statistics of one bdev, or of every bdev (`bdev_reset_iostat`).
+    pub fn reset_iostat(&self, name: Option<&str>, mode: ResetMode) -> Result<(), BdevError> {
+        let mut entries = self.entries.lock();
+        let mut found = false;
+        for (n, e) in entries.iter_mut() {
+            if name.is_some_and(|want| want != n) {
+                continue;
+            }
+            found = true;
+            e.retire_closed();
+            e.retired.reset(mode);
+            for c in &e.channels {
+                c.reset(mode);
+            }
+        }
+        match name {
+            Some(n) if !found => Err(BdevError::NotFound(n.to_owned())),
+            _ => Ok(()),
+        }
     }
 
     /// The next default malloc name (`Malloc0`, `Malloc1`, …), skipping names in use.

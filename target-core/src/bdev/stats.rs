@@ -1,13 +1,37 @@
 //! Per-channel I/O statistics, summed per bdev for `bdev_get_iostat`.
+//!
+//! Only the channel's reactor writes its counters (a relaxed load and store, no locked
+//! instruction, no lock). A reset (`bdev_reset_iostat`, `bdev_get_iostat reset_mode`) must not
+//! race with those stores, so it never writes a counter: it moves the channel's **baseline**
+//! (what the counters read at the reset, kept on the RPC side) and reported values are the
+//! counters minus the baseline. Maxima and minima are reset by storing their start values: a
+//! store racing with the writer's compare-and-store can only leave a value observed around the
+//! reset, which is what a reset means for them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use parking_lot::Mutex;
+
 use super::{BdevIo, BdevOp, IoStatus};
+
+/// What a reset clears (SPDK's `reset_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResetMode {
+    /// Every counter, maximum and minimum.
+    All,
+    /// Only the maximum and minimum latencies.
+    MaxMin,
+}
 
 /// Counters of one channel. Only the owning reactor writes them (no contention); any thread
 /// may read them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct ChannelStats {
+    /// The reactor that opened the channel, as `framework_get_reactors` numbers its thread
+    /// (index + 1; 0 for a channel opened outside a reactor).
+    thread_id: u64,
+    /// The counters at the last reset (RPC side only).
+    baseline: Mutex<IoStatSnapshot>,
     bytes_read: AtomicU64,
     num_read_ops: AtomicU64,
     bytes_written: AtomicU64,
@@ -23,6 +47,16 @@ pub struct ChannelStats {
     unmap_latency_ns: AtomicU64,
     max_read_latency_ns: AtomicU64,
     max_write_latency_ns: AtomicU64,
+    max_unmap_latency_ns: AtomicU64,
+    min_read_latency_ns: AtomicU64,
+    min_write_latency_ns: AtomicU64,
+    min_unmap_latency_ns: AtomicU64,
+}
+
+impl Default for ChannelStats {
+    fn default() -> Self {
+        Self::new(0)
+    }
 }
 
 fn bump(a: &AtomicU64, v: u64) {
@@ -36,7 +70,53 @@ fn raise(a: &AtomicU64, v: u64) {
     }
 }
 
+fn lower(a: &AtomicU64, v: u64) {
+    if v < a.load(Ordering::Relaxed) {
+        a.store(v, Ordering::Relaxed);
+    }
+}
+
+/// A minimum never observed reads as 0 (SPDK's convention).
+fn min_or_zero(v: u64) -> u64 {
+    if v == u64::MAX { 0 } else { v }
+}
+
 impl ChannelStats {
+    /// Counters for a channel opened on thread `thread_id` (see [`ChannelStats::thread_id`]).
+    pub fn new(thread_id: u64) -> Self {
+        let z = || AtomicU64::new(0);
+        let m = || AtomicU64::new(u64::MAX);
+        Self {
+            thread_id,
+            baseline: Mutex::new(IoStatSnapshot::default()),
+            bytes_read: z(),
+            num_read_ops: z(),
+            bytes_written: z(),
+            num_write_ops: z(),
+            bytes_unmapped: z(),
+            num_unmap_ops: z(),
+            num_flush_ops: z(),
+            num_write_zeroes_ops: z(),
+            num_compare_ops: z(),
+            num_errors: z(),
+            read_latency_ns: z(),
+            write_latency_ns: z(),
+            unmap_latency_ns: z(),
+            max_read_latency_ns: z(),
+            max_write_latency_ns: z(),
+            max_unmap_latency_ns: z(),
+            min_read_latency_ns: m(),
+            min_write_latency_ns: m(),
+            min_unmap_latency_ns: m(),
+        }
+    }
+
+    /// The thread that owns the channel: the reactor's index + 1, as `framework_get_reactors`
+    /// and `thread_get_*` number lightweight threads.
+    pub fn thread_id(&self) -> u64 {
+        self.thread_id
+    }
+
     /// Records an I/O completed at `now_ns` ([`crate::reactor::instant_ns`] form).
     pub fn record(&self, io: &BdevIo, block_size: u64, now_ns: u64) {
         if io.status != IoStatus::Success {
@@ -54,17 +134,21 @@ impl ChannelStats {
                 bump(&self.bytes_read, num_blocks * block_size);
                 bump(&self.read_latency_ns, lat);
                 raise(&self.max_read_latency_ns, lat);
+                lower(&self.min_read_latency_ns, lat);
             }
             BdevOp::Write { num_blocks, .. } => {
                 bump(&self.num_write_ops, 1);
                 bump(&self.bytes_written, num_blocks * block_size);
                 bump(&self.write_latency_ns, lat);
                 raise(&self.max_write_latency_ns, lat);
+                lower(&self.min_write_latency_ns, lat);
             }
             BdevOp::Unmap { num_blocks, .. } => {
                 bump(&self.num_unmap_ops, 1);
                 bump(&self.bytes_unmapped, num_blocks * block_size);
                 bump(&self.unmap_latency_ns, lat);
+                raise(&self.max_unmap_latency_ns, lat);
+                lower(&self.min_unmap_latency_ns, lat);
             }
             BdevOp::Flush => bump(&self.num_flush_ops, 1),
             BdevOp::WriteZeroes { .. } => bump(&self.num_write_zeroes_ops, 1),
@@ -72,24 +156,56 @@ impl ChannelStats {
         }
     }
 
-    /// Adds this channel's counters into `acc`.
-    pub fn add_to(&self, acc: &mut IoStatSnapshot) {
+    /// The raw counters (no baseline subtracted).
+    fn raw(&self) -> IoStatSnapshot {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        acc.bytes_read += l(&self.bytes_read);
-        acc.num_read_ops += l(&self.num_read_ops);
-        acc.bytes_written += l(&self.bytes_written);
-        acc.num_write_ops += l(&self.num_write_ops);
-        acc.bytes_unmapped += l(&self.bytes_unmapped);
-        acc.num_unmap_ops += l(&self.num_unmap_ops);
-        acc.num_flush_ops += l(&self.num_flush_ops);
-        acc.num_write_zeroes_ops += l(&self.num_write_zeroes_ops);
-        acc.num_compare_ops += l(&self.num_compare_ops);
-        acc.num_errors += l(&self.num_errors);
-        acc.read_latency_ns += l(&self.read_latency_ns);
-        acc.write_latency_ns += l(&self.write_latency_ns);
-        acc.unmap_latency_ns += l(&self.unmap_latency_ns);
-        acc.max_read_latency_ns = acc.max_read_latency_ns.max(l(&self.max_read_latency_ns));
-        acc.max_write_latency_ns = acc.max_write_latency_ns.max(l(&self.max_write_latency_ns));
+        IoStatSnapshot {
+            bytes_read: l(&self.bytes_read),
+            num_read_ops: l(&self.num_read_ops),
+            bytes_written: l(&self.bytes_written),
+            num_write_ops: l(&self.num_write_ops),
+            bytes_unmapped: l(&self.bytes_unmapped),
+            num_unmap_ops: l(&self.num_unmap_ops),
+            num_flush_ops: l(&self.num_flush_ops),
+            num_write_zeroes_ops: l(&self.num_write_zeroes_ops),
+            num_compare_ops: l(&self.num_compare_ops),
+            num_errors: l(&self.num_errors),
+            read_latency_ns: l(&self.read_latency_ns),
+            write_latency_ns: l(&self.write_latency_ns),
+            unmap_latency_ns: l(&self.unmap_latency_ns),
+            max_read_latency_ns: l(&self.max_read_latency_ns),
+            max_write_latency_ns: l(&self.max_write_latency_ns),
+            max_unmap_latency_ns: l(&self.max_unmap_latency_ns),
+            min_read_latency_ns: min_or_zero(l(&self.min_read_latency_ns)),
+            min_write_latency_ns: min_or_zero(l(&self.min_write_latency_ns)),
+            min_unmap_latency_ns: min_or_zero(l(&self.min_unmap_latency_ns)),
+        }
+    }
+
+    /// This channel's statistics since its last reset.
+    pub fn snapshot(&self) -> IoStatSnapshot {
+        self.raw().since(&self.baseline.lock())
+    }
+
+    /// Adds this channel's statistics since its last reset into `acc`.
+    pub fn add_to(&self, acc: &mut IoStatSnapshot) {
+        acc.merge(&self.snapshot());
+    }
+
+    /// Resets this channel's statistics (see the module documentation for why this never
+    /// writes a counter).
+    pub fn reset(&self, mode: ResetMode) {
+        for (max, min) in [
+            (&self.max_read_latency_ns, &self.min_read_latency_ns),
+            (&self.max_write_latency_ns, &self.min_write_latency_ns),
+            (&self.max_unmap_latency_ns, &self.min_unmap_latency_ns),
+        ] {
+            max.store(0, Ordering::Relaxed);
+            min.store(u64::MAX, Ordering::Relaxed);
+        }
+        if mode == ResetMode::All {
+            *self.baseline.lock() = self.raw();
+        }
     }
 }
 
@@ -126,4 +242,193 @@ pub struct IoStatSnapshot {
     pub max_read_latency_ns: u64,
     /// Largest write latency, ns.
     pub max_write_latency_ns: u64,
+    /// Largest unmap latency, ns.
+    pub max_unmap_latency_ns: u64,
+    /// Smallest read latency, ns (0: none yet).
+    pub min_read_latency_ns: u64,
+    /// Smallest write latency, ns (0: none yet).
+    pub min_write_latency_ns: u64,
+    /// Smallest unmap latency, ns (0: none yet).
+    pub min_unmap_latency_ns: u64,
+}
+
+/// The smaller non-zero of two minima (0 means none observed).
+fn min_seen(a: u64, b: u64) -> u64 {
+    match (a, b) {
+        (0, x) | (x, 0) => x,
+        (a, b) => a.min(b),
+    }
+}
+
+impl IoStatSnapshot {
+    /// Adds `o`'s counters, keeps the larger maxima and the smaller minima.
+    pub fn merge(&mut self, o: &IoStatSnapshot) {
+        self.bytes_read += o.bytes_read;
+        self.num_read_ops += o.num_read_ops;
+        self.bytes_written += o.bytes_written;
+        self.num_write_ops += o.num_write_ops;
+        self.bytes_unmapped += o.bytes_unmapped;
+        self.num_unmap_ops += o.num_unmap_ops;
+        self.num_flush_ops += o.num_flush_ops;
+        self.num_write_zeroes_ops += o.num_write_zeroes_ops;
+        self.num_compare_ops += o.num_compare_ops;
+        self.num_errors += o.num_errors;
+        self.read_latency_ns += o.read_latency_ns;
+        self.write_latency_ns += o.write_latency_ns;
+        self.unmap_latency_ns += o.unmap_latency_ns;
+        self.max_read_latency_ns = self.max_read_latency_ns.max(o.max_read_latency_ns);
+        self.max_write_latency_ns = self.max_write_latency_ns.max(o.max_write_latency_ns);
+        self.max_unmap_latency_ns = self.max_unmap_latency_ns.max(o.max_unmap_latency_ns);
+        self.min_read_latency_ns = min_seen(self.min_read_latency_ns, o.min_read_latency_ns);
+        self.min_write_latency_ns = min_seen(self.min_write_latency_ns, o.min_write_latency_ns);
+        self.min_unmap_latency_ns = min_seen(self.min_unmap_latency_ns, o.min_unmap_latency_ns);
+    }
+
+    /// Counters since `base` (wrapping), maxima and minima as they are.
+    fn since(mut self, base: &IoStatSnapshot) -> IoStatSnapshot {
+        let d = |a: &mut u64, b: u64| *a = a.wrapping_sub(b);
+        d(&mut self.bytes_read, base.bytes_read);
+        d(&mut self.num_read_ops, base.num_read_ops);
+        d(&mut self.bytes_written, base.bytes_written);
+        d(&mut self.num_write_ops, base.num_write_ops);
+        d(&mut self.bytes_unmapped, base.bytes_unmapped);
+        d(&mut self.num_unmap_ops, base.num_unmap_ops);
+        d(&mut self.num_flush_ops, base.num_flush_ops);
+        d(&mut self.num_write_zeroes_ops, base.num_write_zeroes_ops);
+        d(&mut self.num_compare_ops, base.num_compare_ops);
+        d(&mut self.num_errors, base.num_errors);
+        d(&mut self.read_latency_ns, base.read_latency_ns);
+        d(&mut self.write_latency_ns, base.write_latency_ns);
+        d(&mut self.unmap_latency_ns, base.unmap_latency_ns);
+        self
+    }
+
+    /// Applies a reset to a snapshot (of closed channels).
+    pub fn reset(&mut self, mode: ResetMode) {
+        match mode {
+            ResetMode::All => *self = IoStatSnapshot::default(),
+            ResetMode::MaxMin => {
+                self.max_read_latency_ns = 0;
+                self.max_write_latency_ns = 0;
+                self.max_unmap_latency_ns = 0;
+                self.min_read_latency_ns = 0;
+                self.min_write_latency_ns = 0;
+                self.min_unmap_latency_ns = 0;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(op: BdevOp, submitted_ns: u64, status: IoStatus) -> BdevIo {
+        let mut io = BdevIo::new(op, 0);
+        io.submitted_ns = submitted_ns;
+        io.status = status;
+        io
+    }
+
+    fn read(blocks: u64) -> BdevOp {
+        BdevOp::Read {
+            offset_blocks: 0,
+            num_blocks: blocks,
+        }
+    }
+
+    fn write() -> BdevOp {
+        BdevOp::Write {
+            offset_blocks: 0,
+            num_blocks: 1,
+            fua: false,
+        }
+    }
+
+    fn unmap() -> BdevOp {
+        BdevOp::Unmap {
+            offset_blocks: 0,
+            num_blocks: 8,
+        }
+    }
+
+    #[test]
+    fn latencies_have_minima_and_maxima_per_kind() {
+        let c = ChannelStats::new(2);
+        assert_eq!(c.thread_id(), 2);
+        assert_eq!(
+            c.snapshot(),
+            IoStatSnapshot::default(),
+            "minima read 0 before any I/O"
+        );
+        c.record(&done(read(1), 100, IoStatus::Success), 512, 400);
+        c.record(&done(read(2), 100, IoStatus::Success), 512, 150);
+        c.record(&done(write(), 10, IoStatus::Success), 512, 1010);
+        c.record(&done(unmap(), 10, IoStatus::Success), 512, 80);
+        c.record(&done(unmap(), 10, IoStatus::Success), 512, 30);
+        c.record(&done(read(1), 10, IoStatus::Error(5)), 512, 99_999);
+        let s = c.snapshot();
+        assert_eq!((s.num_read_ops, s.bytes_read, s.num_errors), (2, 1536, 1));
+        assert_eq!(
+            (
+                s.min_read_latency_ns,
+                s.max_read_latency_ns,
+                s.read_latency_ns
+            ),
+            (50, 300, 350)
+        );
+        assert_eq!(
+            (s.min_write_latency_ns, s.max_write_latency_ns),
+            (1000, 1000)
+        );
+        assert_eq!((s.min_unmap_latency_ns, s.max_unmap_latency_ns), (20, 70));
+    }
+
+    #[test]
+    fn resets_move_the_baseline_and_leave_later_ios_counted() {
+        let c = ChannelStats::new(1);
+        for lat in [10, 20, 30] {
+            c.record(&done(read(1), 1, IoStatus::Success), 512, 1 + lat);
+        }
+        c.reset(ResetMode::MaxMin);
+        let s = c.snapshot();
+        assert_eq!(s.num_read_ops, 3, "maxmin keeps the counters");
+        assert_eq!((s.min_read_latency_ns, s.max_read_latency_ns), (0, 0));
+        c.record(&done(read(1), 1, IoStatus::Success), 512, 6);
+        c.reset(ResetMode::All);
+        assert_eq!(c.snapshot(), IoStatSnapshot::default());
+        c.record(&done(read(1), 1, IoStatus::Success), 512, 8);
+        let s = c.snapshot();
+        assert_eq!(
+            (s.num_read_ops, s.bytes_read, s.read_latency_ns),
+            (1, 512, 7)
+        );
+        assert_eq!((s.min_read_latency_ns, s.max_read_latency_ns), (7, 7));
+    }
+
+    #[test]
+    fn merged_minima_ignore_channels_that_saw_none() {
+        let mut a = IoStatSnapshot {
+            min_read_latency_ns: 0,
+            max_read_latency_ns: 0,
+            ..Default::default()
+        };
+        let b = IoStatSnapshot {
+            num_read_ops: 2,
+            min_read_latency_ns: 9,
+            max_read_latency_ns: 40,
+            ..Default::default()
+        };
+        a.merge(&b);
+        a.merge(&IoStatSnapshot {
+            num_read_ops: 1,
+            min_read_latency_ns: 5,
+            max_read_latency_ns: 5,
+            ..Default::default()
+        });
+        assert_eq!(
+            (a.num_read_ops, a.min_read_latency_ns, a.max_read_latency_ns),
+            (3, 5, 40)
+        );
+    }
 }

@@ -593,3 +593,33 @@ fn delay_over_malloc_and_aio_verifies_data() {
     reg.unregister("a").unwrap();
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn iostat_resets_and_per_channel_views_cover_open_and_closed_channels() {
+    let reg = BdevRegistry::new();
+    let b = malloc("r", 16, 512);
+    reg.register(Arc::clone(&b)).unwrap();
+    let mut open = reg.open_channel(&b).unwrap();
+    read(&mut open, 0, 1, &[512]);
+    {
+        let mut closed = reg.open_channel(&b).unwrap();
+        read(&mut closed, 0, 2, &[1024]);
+    }
+    let per = reg.iostat_per_channel("r").unwrap();
+    assert_eq!(per.len(), 1, "only open channels are listed");
+    assert_eq!(per[0].0, 0, "opened outside a reactor");
+    assert_eq!(per[0].1.num_read_ops, 1);
+    assert_eq!(reg.iostat("r").unwrap().bytes_read, 3 * 512);
+
+    reg.reset_iostat(Some("r"), ResetMode::All).unwrap();
+    assert_eq!(reg.iostat("r").unwrap(), IoStatSnapshot::default());
+    read(&mut open, 0, 1, &[512]);
+    assert_eq!(reg.iostat("r").unwrap().num_read_ops, 1);
+    reg.reset_iostat(None, ResetMode::MaxMin).unwrap();
+    let s = reg.iostat("r").unwrap();
+    assert_eq!((s.num_read_ops, s.max_read_latency_ns), (1, 0));
+    assert!(matches!(
+        reg.reset_iostat(Some("nope"), ResetMode::All),
+        Err(BdevError::NotFound(_))
+    ));
+}
