@@ -7,6 +7,7 @@
 
 mod config_store;
 mod log;
+mod metrics;
 mod sd_notify;
 mod serve;
 

@@ -111,6 +111,11 @@ pub struct ServeArgs {
     #[arg(long = "fabric", value_enum, default_value = "rdma")]
     fabric: FabricKind,
 
+    /// Serve Prometheus metrics on http://ADDR:PORT/metrics (and /healthz); a bare PORT
+    /// listens on loopback.
+    #[arg(long = "metrics", value_name = "[ADDR:]PORT", value_parser = crate::metrics::parse_addr)]
+    metrics: Option<SocketAddr>,
+
     /// Also serve JSON-RPC with SPDK framing on TCP (rpc.py -s ADDR -p PORT).
     #[arg(long = "rpc-listen", value_name = "ADDR:PORT")]
     rpc_listen: Option<SocketAddr>,
@@ -353,30 +358,42 @@ async fn rpc_main(
         _ = sigint.recv() => Err(Stop::Signal("SIGINT")),
     };
     let outcome = outcome.and_then(|()| match store {
-        Some(store) => persist(&table, store, ctx),
+        Some(store) => persist(&table, store, Arc::clone(&ctx)),
         None => Ok(()),
     });
     let mut servers = Vec::new();
+    let mut metrics = None;
     let stop = match outcome {
         Err(stop) => stop,
         Ok(()) => match serve(&table, &args, lock, unix_opts).await {
             Err(e) => Stop::Failed(e),
             Ok(s) => {
                 servers = s;
-                tracing::info!(
-                    "rtgt ready: JSON-RPC on {} ({} reactor(s))",
-                    args.rpc_socket.display(),
-                    target.reactors().len()
-                );
-                crate::sd_notify::notify_or_log(&format!(
-                    "READY=1\nMAINPID={}\nSTATUS=serving JSON-RPC on {}",
-                    std::process::id(),
-                    args.rpc_socket.display()
-                ));
-                tokio::select! {
-                    _ = sigterm.recv() => Stop::Signal("SIGTERM"),
-                    _ = sigint.recv() => Stop::Signal("SIGINT"),
-                    s = stop_rx.recv() => s.unwrap_or(Stop::Signal("RPC")),
+                let started = match args.metrics {
+                    Some(addr) => crate::metrics::serve(addr, table.clone(), Arc::clone(&ctx))
+                        .await
+                        .map(|(_, task)| metrics = Some(task)),
+                    None => Ok(()),
+                };
+                match started {
+                    Err(e) => Stop::Failed(e),
+                    Ok(()) => {
+                        tracing::info!(
+                            "rtgt ready: JSON-RPC on {} ({} reactor(s))",
+                            args.rpc_socket.display(),
+                            target.reactors().len()
+                        );
+                        crate::sd_notify::notify_or_log(&format!(
+                            "READY=1\nMAINPID={}\nSTATUS=serving JSON-RPC on {}",
+                            std::process::id(),
+                            args.rpc_socket.display()
+                        ));
+                        tokio::select! {
+                            _ = sigterm.recv() => Stop::Signal("SIGTERM"),
+                            _ = sigint.recv() => Stop::Signal("SIGINT"),
+                            s = stop_rx.recv() => s.unwrap_or(Stop::Signal("RPC")),
+                        }
+                    }
                 }
             }
         },
@@ -386,6 +403,9 @@ async fn rpc_main(
         Stop::Failed(e) => tracing::error!("{e}; shutting down"),
     }
     crate::sd_notify::notify_or_log("STOPPING=1");
+    if let Some(task) = metrics {
+        task.abort();
+    }
     for s in servers {
         s.shutdown().await;
     }

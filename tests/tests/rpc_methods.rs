@@ -281,19 +281,32 @@ fn bdev_create_get_delete_and_errors() {
         -32602,
         "Bdev name is required",
     );
-    let pc = r.ok("bdev_get_iostat", json!({"name": "Malloc0", "per_channel": true}));
+    let pc = r.ok(
+        "bdev_get_iostat",
+        json!({"name": "Malloc0", "per_channel": true}),
+    );
     assert_eq!(pc["name"], "Malloc0");
     assert!(pc["channels"].is_array(), "{pc}");
     assert_eq!(
-        r.ok("bdev_get_iostat", json!({"names": ["Malloc0"], "reset_mode": "all"}))["bdevs"][0]["min_read_latency_ticks"],
+        r.ok(
+            "bdev_get_iostat",
+            json!({"names": ["Malloc0"], "reset_mode": "all"})
+        )["bdevs"][0]["min_read_latency_ticks"],
         0
     );
     assert_eq!(r.ok("bdev_reset_iostat", json!({})), json!(true));
     assert_eq!(
-        r.ok("bdev_reset_iostat", json!({"name": "Null0", "mode": "maxmin"})),
+        r.ok(
+            "bdev_reset_iostat",
+            json!({"name": "Null0", "mode": "maxmin"})
+        ),
         json!(true)
     );
-    assert_code(&r.err("bdev_reset_iostat", json!({"name": "nope"})), -19, "nope");
+    assert_code(
+        &r.err("bdev_reset_iostat", json!({"name": "nope"})),
+        -19,
+        "nope",
+    );
 
     // Deleting with the wrong kind's method finds nothing.
     assert_code(

@@ -29,7 +29,10 @@ pub use delay::{DELAY_CLAIM_MODULE, DELAY_PRODUCT_NAME, DelayBdev, DelayLatency,
 pub use malloc::{MallocBdev, MallocParams};
 pub use null::{NullBdev, NullParams};
 pub use registry::{BdevRegistry, Claim};
-pub use stats::{ChannelStats, IoStatSnapshot, ResetMode};
+pub use stats::{
+    ChannelStats, HIST_BUCKETS, HistKind, Histogram, IoStatSnapshot, ResetMode, hist_bound_secs,
+    hist_bucket,
+};
 
 /// Most data buffers one I/O may carry.
 pub const MAX_IO_BUFS: usize = 32;

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use parking_lot::Mutex;
 
-use super::{Bdev, BdevError, ChannelStats, IoChannel, IoStatSnapshot, ResetMode};
+use super::{
+    Bdev, BdevError, ChannelStats, HistKind, Histogram, IoChannel, IoStatSnapshot, ResetMode,
+};
 
 /// Who holds a bdev (SPDK's claim): a namespace owns its bdev exclusively for writing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +24,8 @@ struct Entry {
     claim: Option<Claim>,
     channels: Vec<Arc<ChannelStats>>,
     retired: IoStatSnapshot,
+    /// Histograms of closed channels, by [`HistKind`].
+    retired_hist: [Histogram; 3],
 }
 
 impl Entry {
@@ -32,6 +36,9 @@ impl Entry {
             if Arc::strong_count(&self.channels[i]) == 1 {
                 let c = self.channels.remove(i);
                 c.add_to(&mut self.retired);
+                for kind in [HistKind::Read, HistKind::Write, HistKind::Flush] {
+                    c.add_histogram(kind, &mut self.retired_hist[kind as usize]);
+                }
             } else {
                 i += 1;
             }
@@ -202,6 +209,19 @@ impl BdevRegistry {
                 .map(|c| (c.thread_id(), c.snapshot()))
                 .collect(),
         )
+    }
+
+    /// A bdev's latency histogram of `kind` over all its channels, past and present (never
+    /// reset: metrics are cumulative).
+    pub fn histogram(&self, name: &str, kind: HistKind) -> Option<Histogram> {
+        let mut entries = self.entries.lock();
+        let (_, e) = entries.iter_mut().find(|(n, _)| n == name)?;
+        e.retire_closed();
+        let mut h: Histogram = e.retired_hist[kind as usize];
+        for c in &e.channels {
+            c.add_histogram(kind, &mut h);
+        }
+        Some(h)
     }
 
     /// Resets the statistics of one bdev, or of every bdev (`bdev_reset_iostat`).

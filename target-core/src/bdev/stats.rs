@@ -14,6 +14,58 @@ use parking_lot::Mutex;
 
 use super::{BdevIo, BdevOp, IoStatus};
 
+/// Latency histogram buckets: bucket `i < HIST_BUCKETS - 1` counts latencies under
+/// 2^i µs (1 µs … 4.2 s), the last one everything longer.
+pub const HIST_BUCKETS: usize = 24;
+
+/// The histogram bucket of a latency.
+pub fn hist_bucket(lat_ns: u64) -> usize {
+    let us = lat_ns / 1000;
+    ((64 - us.leading_zeros()) as usize).min(HIST_BUCKETS - 1)
+}
+
+/// The upper bound of bucket `i` in seconds (`None`: the last, unbounded one).
+pub fn hist_bound_secs(i: usize) -> Option<f64> {
+    (i < HIST_BUCKETS - 1).then(|| (1u64 << i) as f64 * 1e-6)
+}
+
+/// Latency histograms of the kinds metrics report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HistKind {
+    /// Reads.
+    Read = 0,
+    /// Writes.
+    Write = 1,
+    /// Flushes.
+    Flush = 2,
+}
+
+/// A latency histogram of one kind: bucket counts (non-cumulative) and the sum of the
+/// latencies, never reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Histogram {
+    /// Counts per bucket (see [`hist_bucket`]).
+    pub buckets: [u64; HIST_BUCKETS],
+    /// Sum of the latencies counted, ns.
+    pub sum_ns: u64,
+}
+
+impl Default for Histogram {
+    fn default() -> Self {
+        Self {
+            buckets: [0; HIST_BUCKETS],
+            sum_ns: 0,
+        }
+    }
+}
+
+impl Histogram {
+    /// Observations counted.
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+}
+
 /// What a reset clears (SPDK's `reset_mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ResetMode {
@@ -51,6 +103,10 @@ pub struct ChannelStats {
     min_read_latency_ns: AtomicU64,
     min_write_latency_ns: AtomicU64,
     min_unmap_latency_ns: AtomicU64,
+    flush_latency_ns: AtomicU64,
+    /// Latency histograms by [`HistKind`]: the buckets, then the sum; never reset (metrics
+    /// are cumulative).
+    hist: [[AtomicU64; HIST_BUCKETS + 1]; 3],
 }
 
 impl Default for ChannelStats {
@@ -108,7 +164,24 @@ impl ChannelStats {
             min_read_latency_ns: m(),
             min_write_latency_ns: m(),
             min_unmap_latency_ns: m(),
+            flush_latency_ns: z(),
+            hist: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
         }
+    }
+
+    /// Adds this channel's histogram of `kind` into `acc`.
+    pub fn add_histogram(&self, kind: HistKind, acc: &mut Histogram) {
+        let h = &self.hist[kind as usize];
+        for (a, b) in acc.buckets.iter_mut().zip(h) {
+            *a += b.load(Ordering::Relaxed);
+        }
+        acc.sum_ns += h[HIST_BUCKETS].load(Ordering::Relaxed);
+    }
+
+    fn observe(&self, kind: HistKind, lat: u64) {
+        let h = &self.hist[kind as usize];
+        bump(&h[hist_bucket(lat)], 1);
+        bump(&h[HIST_BUCKETS], lat);
     }
 
     /// The thread that owns the channel: the reactor's index + 1, as `framework_get_reactors`
@@ -135,6 +208,7 @@ impl ChannelStats {
                 bump(&self.read_latency_ns, lat);
                 raise(&self.max_read_latency_ns, lat);
                 lower(&self.min_read_latency_ns, lat);
+                self.observe(HistKind::Read, lat);
             }
             BdevOp::Write { num_blocks, .. } => {
                 bump(&self.num_write_ops, 1);
@@ -142,6 +216,7 @@ impl ChannelStats {
                 bump(&self.write_latency_ns, lat);
                 raise(&self.max_write_latency_ns, lat);
                 lower(&self.min_write_latency_ns, lat);
+                self.observe(HistKind::Write, lat);
             }
             BdevOp::Unmap { num_blocks, .. } => {
                 bump(&self.num_unmap_ops, 1);
@@ -150,7 +225,11 @@ impl ChannelStats {
                 raise(&self.max_unmap_latency_ns, lat);
                 lower(&self.min_unmap_latency_ns, lat);
             }
-            BdevOp::Flush => bump(&self.num_flush_ops, 1),
+            BdevOp::Flush => {
+                bump(&self.num_flush_ops, 1);
+                bump(&self.flush_latency_ns, lat);
+                self.observe(HistKind::Flush, lat);
+            }
             BdevOp::WriteZeroes { .. } => bump(&self.num_write_zeroes_ops, 1),
             BdevOp::Compare { .. } => bump(&self.num_compare_ops, 1),
         }
@@ -179,6 +258,7 @@ impl ChannelStats {
             min_read_latency_ns: min_or_zero(l(&self.min_read_latency_ns)),
             min_write_latency_ns: min_or_zero(l(&self.min_write_latency_ns)),
             min_unmap_latency_ns: min_or_zero(l(&self.min_unmap_latency_ns)),
+            flush_latency_ns: l(&self.flush_latency_ns),
         }
     }
 
@@ -250,6 +330,8 @@ pub struct IoStatSnapshot {
     pub min_write_latency_ns: u64,
     /// Smallest unmap latency, ns (0: none yet).
     pub min_unmap_latency_ns: u64,
+    /// Sum of flush latencies, ns.
+    pub flush_latency_ns: u64,
 }
 
 /// The smaller non-zero of two minima (0 means none observed).
@@ -276,6 +358,7 @@ impl IoStatSnapshot {
         self.read_latency_ns += o.read_latency_ns;
         self.write_latency_ns += o.write_latency_ns;
         self.unmap_latency_ns += o.unmap_latency_ns;
+        self.flush_latency_ns += o.flush_latency_ns;
         self.max_read_latency_ns = self.max_read_latency_ns.max(o.max_read_latency_ns);
         self.max_write_latency_ns = self.max_write_latency_ns.max(o.max_write_latency_ns);
         self.max_unmap_latency_ns = self.max_unmap_latency_ns.max(o.max_unmap_latency_ns);
@@ -300,6 +383,7 @@ impl IoStatSnapshot {
         d(&mut self.read_latency_ns, base.read_latency_ns);
         d(&mut self.write_latency_ns, base.write_latency_ns);
         d(&mut self.unmap_latency_ns, base.unmap_latency_ns);
+        d(&mut self.flush_latency_ns, base.flush_latency_ns);
         self
     }
 
@@ -382,6 +466,50 @@ mod tests {
             (1000, 1000)
         );
         assert_eq!((s.min_unmap_latency_ns, s.max_unmap_latency_ns), (20, 70));
+    }
+
+    #[test]
+    fn histograms_bucket_by_powers_of_two_microseconds() {
+        assert_eq!(hist_bucket(0), 0);
+        assert_eq!(hist_bucket(999), 0, "under 1 µs");
+        assert_eq!(hist_bucket(1_000), 1, "1 µs is under 2 µs");
+        assert_eq!(hist_bucket(3_999), 2);
+        assert_eq!(hist_bucket(4_000), 3);
+        assert_eq!(hist_bucket(u64::MAX), HIST_BUCKETS - 1);
+        assert_eq!(hist_bound_secs(0), Some(1e-6));
+        assert_eq!(hist_bound_secs(HIST_BUCKETS - 1), None);
+        // Every latency is under its bucket's bound and at or over the previous one's.
+        for lat in [1u64, 500, 1_000, 1_999, 2_000, 123_456, 4_000_000_000] {
+            let i = hist_bucket(lat);
+            let secs = lat as f64 * 1e-9;
+            if let Some(b) = hist_bound_secs(i) {
+                assert!(secs < b, "{lat} ns in bucket {i}");
+            }
+            if i > 0 {
+                assert!(
+                    secs >= hist_bound_secs(i - 1).unwrap() - 1e-12,
+                    "{lat} ns in bucket {i}"
+                );
+            }
+        }
+        let c = ChannelStats::new(1);
+        c.record(&done(read(1), 1, IoStatus::Success), 512, 1 + 1_500);
+        c.record(
+            &done(BdevOp::Flush, 1, IoStatus::Success),
+            512,
+            1 + 9_000_000,
+        );
+        let mut h = Histogram::default();
+        c.add_histogram(HistKind::Read, &mut h);
+        assert_eq!((h.buckets[1], h.count(), h.sum_ns), (1, 1, 1_500));
+        let mut f = Histogram::default();
+        c.add_histogram(HistKind::Flush, &mut f);
+        assert_eq!(f.buckets[14], 1, "9 ms is under 2^14 µs");
+        assert_eq!(c.snapshot().flush_latency_ns, 9_000_000);
+        c.reset(ResetMode::All);
+        let mut again = Histogram::default();
+        c.add_histogram(HistKind::Read, &mut again);
+        assert_eq!(again, h, "histograms are never reset");
     }
 
     #[test]
