@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use target_core::bdev::module::{self as bdev_module, BdevMethod, BdevModuleOps, MethodCtx};
-use target_core::bdev::{Bdev, IoStatSnapshot, IoType, ResetMode};
+use target_core::bdev::{Bdev, IoStatSnapshot, IoType, QosLimits, ResetMode};
 
 use super::{TargetContext, add};
 use crate::params::{Decode, DecodeFlavor};
@@ -53,6 +53,13 @@ pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterErr
         StateMask::RUNTIME,
         Decode::Bdev,
         get_iostat,
+    )?;
+    add(
+        m,
+        "bdev_set_qos_limit",
+        StateMask::RUNTIME,
+        Decode::Bdev,
+        set_qos_limit,
     )?;
     add(
         m,
@@ -144,12 +151,7 @@ pub(crate) fn bdev_info(ctx: &TargetContext, bdev: &Arc<dyn Bdev>) -> Value {
         "preferred_unmap_alignment": 0,
         "preferred_unmap_granularity": 0,
         "uuid": bdev.uuid().to_string(),
-        "assigned_rate_limits": {
-            "rw_ios_per_sec": 0,
-            "rw_mbytes_per_sec": 0,
-            "r_mbytes_per_sec": 0,
-            "w_mbytes_per_sec": 0,
-        },
+        "assigned_rate_limits": qos_json(&ctx.target().bdevs().qos(bdev.name()).unwrap_or_default()),
         "claimed": false,
     });
     let claim = ctx.target().bdevs().claim_of(bdev.name());
@@ -321,6 +323,53 @@ async fn get_iostat(a: GetIostat, ctx: Arc<TargetContext>) -> RpcResult<Value> {
     Ok(Value::Object(out))
 }
 
+/// `assigned_rate_limits` of `bdev_get_bdevs`.
+fn qos_json(l: &QosLimits) -> Value {
+    json!({
+        "rw_ios_per_sec": l.rw_ios_per_sec,
+        "rw_mbytes_per_sec": l.rw_mbytes_per_sec,
+        "r_mbytes_per_sec": l.r_mbytes_per_sec,
+        "w_mbytes_per_sec": l.w_mbytes_per_sec,
+    })
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SetQos {
+    name: String,
+    rw_ios_per_sec: Option<u64>,
+    rw_mbytes_per_sec: Option<u64>,
+    r_mbytes_per_sec: Option<u64>,
+    w_mbytes_per_sec: Option<u64>,
+}
+
+/// `bdev_set_qos_limit`: each limit given replaces the current one (0 removes it); the others
+/// stay. At least one must be given (SPDK's rule).
+async fn set_qos_limit(a: SetQos, ctx: Arc<TargetContext>) -> RpcResult<bool> {
+    let bdevs = ctx.target().bdevs();
+    let cur = bdevs.qos(&a.name).ok_or_else(|| no_bdev(&a.name))?;
+    if a.rw_ios_per_sec.is_none()
+        && a.rw_mbytes_per_sec.is_none()
+        && a.r_mbytes_per_sec.is_none()
+        && a.w_mbytes_per_sec.is_none()
+    {
+        return Err(RpcError::invalid_params(
+            "Must specify at least one rate limit (rw_ios_per_sec, rw_mbytes_per_sec, r_mbytes_per_sec, w_mbytes_per_sec)",
+        ));
+    }
+    let limits = QosLimits {
+        rw_ios_per_sec: a.rw_ios_per_sec.unwrap_or(cur.rw_ios_per_sec),
+        rw_mbytes_per_sec: a.rw_mbytes_per_sec.unwrap_or(cur.rw_mbytes_per_sec),
+        r_mbytes_per_sec: a.r_mbytes_per_sec.unwrap_or(cur.r_mbytes_per_sec),
+        w_mbytes_per_sec: a.w_mbytes_per_sec.unwrap_or(cur.w_mbytes_per_sec),
+    };
+    bdevs.set_qos(&a.name, limits).map_err(|e| match e {
+        target_core::bdev::BdevError::NotFound(n) => no_bdev(&n),
+        other => RpcError::errno(libc::EINVAL, other.to_string()),
+    })?;
+    Ok(true)
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ResetIostat {
@@ -349,7 +398,18 @@ fn monotonic_ns() -> u64 {
 /// `bdev_wait_for_examine` last.
 pub(crate) fn bdev_config(ctx: &TargetContext) -> Vec<Value> {
     let mut out = bdev_module::config_entries(ctx.target());
-    out.extend(ctx.target().bdevs().list().iter().map(|b| b.config()));
+    let bdevs = ctx.target().bdevs();
+    for b in bdevs.list() {
+        out.push(b.config());
+        if let Some(l) = bdevs.qos(b.name()).filter(QosLimits::any) {
+            let mut params = serde_json::Map::new();
+            params.insert("name".into(), json!(b.name()));
+            if let Value::Object(m) = qos_json(&l) {
+                params.extend(m.into_iter().filter(|(_, v)| *v != json!(0)));
+            }
+            out.push(json!({"method": "bdev_set_qos_limit", "params": params}));
+        }
+    }
     out.push(json!({"method": "bdev_wait_for_examine"}));
     out
 }

@@ -113,6 +113,13 @@ pub const METHODS: &[MethodSpec] = &[
         l("reset-mode", "reset_mode", Choice(&["all", "maxmin", "none"]), "Reset after reading"),
         l("names", "names", List, "Comma-separated bdev names").comp(Complete::Bdev),
     ]), Prints::Dict),
+    m("bdev_set_qos_limit", "Set QoS rate limits on a bdev", &[
+        pos(0, "name", Str, "Name of the bdev").comp(Complete::Bdev),
+        l("rw_ios_per_sec", "rw_ios_per_sec", Int, "R/W IOs per second limit (>=1000, multiple of 1000; 0 removes it)"),
+        l("rw_mbytes_per_sec", "rw_mbytes_per_sec", Int, "R/W megabytes per second limit (0 removes it)"),
+        l("r_mbytes_per_sec", "r_mbytes_per_sec", Int, "Read megabytes per second limit (0 removes it)"),
+        l("w_mbytes_per_sec", "w_mbytes_per_sec", Int, "Write megabytes per second limit (0 removes it)"),
+    ]),
     m("bdev_reset_iostat", "Reset I/O statistics of all bdevs or of one", &[
         o('b', "name", "name", Str, "Name of the bdev").comp(Complete::Bdev),
         o('m', "mode", "mode", Choice(&["all", "maxmin"]), "What to reset (default all)"),

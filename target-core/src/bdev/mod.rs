@@ -12,6 +12,7 @@ mod delay;
 mod malloc;
 pub mod module;
 mod null;
+mod qos;
 mod registry;
 mod stats;
 
@@ -28,6 +29,7 @@ pub use aio::{AioBdev, AioEngine, AioParams};
 pub use delay::{DELAY_CLAIM_MODULE, DELAY_PRODUCT_NAME, DelayBdev, DelayLatency, DelayParams};
 pub use malloc::{MallocBdev, MallocParams};
 pub use null::{NullBdev, NullParams};
+pub use qos::{MBYTE, MIN_IOS_PER_SEC, Qos, QosLimits, TIMESLICE_NS};
 pub use registry::{BdevRegistry, Claim};
 pub use stats::{
     ChannelStats, HIST_BUCKETS, HistKind, Histogram, IoStatSnapshot, ResetMode, hist_bound_secs,
@@ -347,6 +349,10 @@ pub struct IoChannel {
     bdev: Arc<dyn Bdev>,
     inner: Box<dyn BdevChannel>,
     stats: Arc<ChannelStats>,
+    /// The bdev's rate limits, shared with its other channels.
+    qos: Arc<Qos>,
+    /// I/Os waiting for a QoS timeslice, in submission order.
+    throttled: std::collections::VecDeque<Box<BdevIo>>,
     block_size: u64,
     num_blocks: u64,
     /// I/Os refused before reaching the backend, returned by the next poll.
@@ -365,9 +371,17 @@ impl std::fmt::Debug for IoChannel {
 }
 
 impl IoChannel {
-    /// Wraps a backend channel, recording statistics into `stats`.
-    pub fn new(bdev: Arc<dyn Bdev>, inner: Box<dyn BdevChannel>, stats: Arc<ChannelStats>) -> Self {
+    /// Wraps a backend channel, recording statistics into `stats` and applying the bdev's
+    /// rate limits `qos`.
+    pub fn new(
+        bdev: Arc<dyn Bdev>,
+        inner: Box<dyn BdevChannel>,
+        stats: Arc<ChannelStats>,
+        qos: Arc<Qos>,
+    ) -> Self {
         Self {
+            qos,
+            throttled: std::collections::VecDeque::with_capacity(32),
             block_size: u64::from(bdev.block_size()),
             num_blocks: bdev.num_blocks(),
             bdev,
@@ -401,11 +415,38 @@ impl IoChannel {
             self.reject(io);
             return Ok(());
         }
+        if self.qos.enabled()
+            && (!self.throttled.is_empty() || !self.qos.admit(&io.op, self.block_size, now_ns))
+        {
+            self.throttled.push_back(io);
+            return Ok(());
+        }
+        self.start(io)
+    }
+
+    /// Hands an admitted I/O to the backend.
+    fn start(&mut self, io: Box<BdevIo>) -> Result<(), Box<BdevIo>> {
         if matches!(io.op, BdevOp::Compare { .. }) && !self.bdev.supports(IoType::Compare) {
             self.compare_by_reading(io);
             return Ok(());
         }
         self.inner.submit(io)
+    }
+
+    /// Starts the throttled I/Os the current timeslice admits, in order (all of them once the
+    /// limits are lifted).
+    fn release_throttled(&mut self, now_ns: u64) {
+        while let Some(io) = self.throttled.pop_front() {
+            if self.qos.enabled() && !self.qos.admit(&io.op, self.block_size, now_ns) {
+                self.throttled.push_front(io);
+                return;
+            }
+            if let Err(io) = self.start(io) {
+                // The backend is full: its next completion makes room.
+                self.throttled.push_front(io);
+                return;
+            }
+        }
     }
 
     fn compare_by_reading(&mut self, mut io: Box<BdevIo>) {
@@ -458,6 +499,9 @@ impl IoChannel {
     /// [`IoChannel::poll`] with the completion time given in [`instant_ns`] form (for latency
     /// statistics).
     pub fn poll_at(&mut self, now_ns: u64, done: &mut dyn FnMut(Box<BdevIo>)) -> usize {
+        if !self.throttled.is_empty() {
+            self.release_throttled(now_ns);
+        }
         let stats = &self.stats;
         let bs = self.block_size;
         let mut n = 0;
@@ -503,7 +547,9 @@ impl IoChannel {
 
     /// See [`BdevChannel::arm`].
     pub fn arm(&mut self) -> bool {
-        !self.rejected.is_empty()
+        // Throttled I/Os keep the reactor polling until a timeslice admits them.
+        !self.throttled.is_empty()
+            || !self.rejected.is_empty()
             || !self.rejected_overflow.is_empty()
             || self.compare.as_ref().is_some_and(|c| c.stalled())
             || self.inner.arm()
@@ -516,7 +562,11 @@ impl IoChannel {
             .compare
             .as_ref()
             .map_or(0, |c| c.pending().saturating_sub(usize::from(c.reading())));
-        self.inner.outstanding() + self.rejected.len() + self.rejected_overflow.len() + compares
+        self.inner.outstanding()
+            + self.rejected.len()
+            + self.rejected_overflow.len()
+            + compares
+            + self.throttled.len()
     }
 }
 

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use parking_lot::Mutex;
 
 use super::{
-    Bdev, BdevError, ChannelStats, HistKind, Histogram, IoChannel, IoStatSnapshot, ResetMode,
+    Bdev, BdevError, ChannelStats, HistKind, Histogram, IoChannel, IoStatSnapshot, Qos, QosLimits,
+    ResetMode,
 };
 
 /// Who holds a bdev (SPDK's claim): a namespace owns its bdev exclusively for writing.
@@ -23,6 +24,7 @@ struct Entry {
     bdev: Option<Arc<dyn Bdev>>,
     claim: Option<Claim>,
     channels: Vec<Arc<ChannelStats>>,
+    qos: Arc<Qos>,
     retired: IoStatSnapshot,
     /// Histograms of closed channels, by [`HistKind`].
     retired_hist: [Histogram; 3],
@@ -173,15 +175,19 @@ impl BdevRegistry {
         let inner = bdev.open_channel()?;
         let thread_id = crate::reactor::Reactors::current().map_or(0, |i| i as u64 + 1);
         let stats = Arc::new(ChannelStats::new(thread_id));
-        if let Some((_, e)) = self
+        let qos = match self
             .entries
             .lock()
             .iter_mut()
             .find(|(n, _)| n == bdev.name())
         {
-            e.channels.push(Arc::clone(&stats));
-        }
-        Ok(IoChannel::new(Arc::clone(bdev), inner, stats))
+            Some((_, e)) => {
+                e.channels.push(Arc::clone(&stats));
+                Arc::clone(&e.qos)
+            }
+            None => Arc::new(Qos::default()),
+        };
+        Ok(IoChannel::new(Arc::clone(bdev), inner, stats, qos))
     }
 
     /// Summed statistics of a bdev over all its channels, past and present, since the last
@@ -222,6 +228,29 @@ impl BdevRegistry {
             c.add_histogram(kind, &mut h);
         }
         Some(h)
+    }
+
+    /// Sets a bdev's rate limits (`bdev_set_qos_limit`); every channel, open or future, applies
+    /// them from its next I/O.
+    pub fn set_qos(&self, name: &str, limits: QosLimits) -> Result<(), BdevError> {
+        limits.validate().map_err(BdevError::Invalid)?;
+        let entries = self.entries.lock();
+        let (_, e) = entries
+            .iter()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| BdevError::NotFound(name.to_owned()))?;
+        e.qos.set(limits);
+        tracing::info!("bdev {name}: QoS limits {limits:?}");
+        Ok(())
+    }
+
+    /// A bdev's rate limits.
+    pub fn qos(&self, name: &str) -> Option<QosLimits> {
+        self.entries
+            .lock()
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, e)| e.qos.limits())
     }
 
     /// Resets the statistics of one bdev, or of every bdev (`bdev_reset_iostat`).
