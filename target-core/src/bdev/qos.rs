@@ -44,7 +44,7 @@ impl QosLimits {
 
     /// Checks SPDK's rules: an I/O limit is a multiple of 1000.
     pub fn validate(&self) -> Result<(), String> {
-        if self.rw_ios_per_sec % MIN_IOS_PER_SEC != 0 {
+        if !self.rw_ios_per_sec.is_multiple_of(MIN_IOS_PER_SEC) {
             return Err(format!(
                 "rw_ios_per_sec {} is not a multiple of {MIN_IOS_PER_SEC}",
                 self.rw_ios_per_sec
