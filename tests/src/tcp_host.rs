@@ -489,8 +489,62 @@ impl TcpEnv {
         TcpCtrl::connect(self.to, o)
     }
 
-    /// The TCP poll groups' `nvmf_get_stats` entries.
+    /// `nvmf_get_stats`.
     pub fn stats(&self) -> Value {
         self.t.rt.block_on(self.t.target.stats())
+    }
+
+    /// The TCP entries of every poll group in `nvmf_get_stats`.
+    pub fn tcp_stats(&self) -> Vec<Value> {
+        let stats = self.stats();
+        stats["poll_groups"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|g| g["transports"].as_array().cloned().unwrap_or_default())
+            .filter(|t| t["trtype"] == "TCP")
+            .collect()
+    }
+
+    /// Waits until no TCP connection is left, every data buffer is back in the pool or a
+    /// poll group's cache, and the poll groups count no queue pair and no bdev I/O.
+    pub fn assert_quiescent(&self, within: Duration) {
+        let deadline = Instant::now() + within;
+        loop {
+            let (_, tr) = self.t.target.transport("TCP").expect("TCP transport");
+            let any: &dyn std::any::Any = &*tr;
+            let (free, total) = any
+                .downcast_ref::<transport_tcp::TcpTransport>()
+                .expect("a TcpTransport")
+                .pool_counts();
+            let pgs = self.tcp_stats();
+            let cached: u64 = pgs
+                .iter()
+                .map(|t| t["buffers_cached"].as_u64().unwrap_or(0))
+                .sum();
+            let conns: u64 = pgs
+                .iter()
+                .map(|t| t["connections"].as_u64().unwrap_or(0))
+                .sum();
+            let stats = self.stats();
+            let counters_ok = stats["poll_groups"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .all(|g| {
+                    g["current_admin_qpairs"] == 0
+                        && g["current_io_qpairs"] == 0
+                        && g["current_unassociated_qpairs"] == 0
+                        && g["pending_bdev_io"] == 0
+                });
+            if conns == 0 && free + cached as usize == total && counters_ok {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not released: {conns} connections, {free} + {cached} of {total} buffers, {stats}"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
     }
 }

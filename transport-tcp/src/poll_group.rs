@@ -294,7 +294,13 @@ impl TcpPg {
         if c.closing {
             return;
         }
-        match c.flush(cache) {
+        let r = c.flush(cache);
+        if c.conn.state() == ConnState::Closed {
+            // The machine has nothing more to send (its last PDU may have been a C2HTermReq
+            // just queued): close once that is written.
+            c.close_when_flushed = true;
+        }
+        match r {
             Ok(_) => {
                 let blocked = !c.tx.is_empty();
                 if blocked != c.want_write {
