@@ -21,7 +21,7 @@ use transport_tcp::host::{Completion, Host, HostConfig, HostError, HostState};
 use transport_tcp::pdu::Digests;
 
 use crate::TestTarget;
-use crate::nvme_host::{HOSTNQN, pattern};
+use crate::nvme_host::{HOSTNQN, Workload, pattern};
 
 /// How long a test waits for the target.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
@@ -220,18 +220,18 @@ impl TcpQueue {
     }
 }
 
-/// Writes `count` commands of `blocks` blocks of `bs` bytes from `lba0` on, `qd` in flight,
-/// with a pattern of `seed`, then reads them back and compares.
-pub fn write_read_verify(
-    q: &mut TcpQueue,
-    nsid: u32,
-    bs: usize,
-    lba0: u64,
-    blocks: u32,
-    count: usize,
-    qd: usize,
-    seed: u32,
-) -> Result<(), String> {
+/// Writes the workload's commands (`qd` in flight, a pattern of `seed`), then reads them back
+/// and compares.
+pub fn write_read_verify(q: &mut TcpQueue, w: &Workload) -> Result<(), String> {
+    let Workload {
+        nsid,
+        bs,
+        lba0,
+        blocks,
+        count,
+        qd,
+        seed,
+    } = *w;
     for write in [true, false] {
         let mut next = 0usize;
         let mut inflight: HashMap<u16, u64> = HashMap::new();

@@ -3,6 +3,7 @@
 //! malformed PDUs answered with a C2HTermReq and the connection closed while another keeps
 //! working, discovery, and core features (pause/resume, masking) over TCP.
 
+use rtgt_tests::nvme_host::Workload;
 use rtgt_tests::tcp_host::*;
 use serde_json::json;
 use std::time::Duration;
@@ -31,7 +32,19 @@ fn connect_identify_and_io() {
     assert!(subnqn.starts_with(NQN), "SUBNQN {subnqn}");
     let ns = c.identify(0, 1).expect("identify namespace");
     assert_eq!(u64::from_le_bytes(ns[0..8].try_into().unwrap()), 131072);
-    write_read_verify(&mut c.io[0], 1, 512, 0, 8, 16, 4, 7).expect("verified I/O");
+    write_read_verify(
+        &mut c.io[0],
+        &Workload {
+            nsid: 1,
+            bs: 512,
+            lba0: 0,
+            blocks: 8,
+            count: 16,
+            qd: 4,
+            seed: 7,
+        },
+    )
+    .expect("verified I/O");
     drop(c);
     e.assert_quiescent(Duration::from_secs(10));
 }
@@ -71,8 +84,19 @@ fn queue_depths_sizes_and_digests() {
                     lba = 0;
                 }
                 let q = &mut c.io[seed as usize % 2];
-                write_read_verify(q, 1, 512, lba, blocks, count, qd, seed)
-                    .unwrap_or_else(|err| panic!("digests {dg:?} qd {qd} size {size}: {err}"));
+                write_read_verify(
+                    q,
+                    &Workload {
+                        nsid: 1,
+                        bs: 512,
+                        lba0: lba,
+                        blocks,
+                        count,
+                        qd,
+                        seed,
+                    },
+                )
+                .unwrap_or_else(|err| panic!("digests {dg:?} qd {qd} size {size}: {err}"));
                 lba += u64::from(blocks) * count as u64;
                 seed += 1;
             }
@@ -118,7 +142,9 @@ fn malformed_pdus_terminate_only_their_connection() {
     ]);
     let mut icreq = ch(0x00, 0, 128, 0, 128);
     icreq.resize(128, 0);
-    let cases: Vec<(&str, Digests, Vec<u8>, u16, Option<u32>)> = vec![
+    // (what, digests, bytes, FES, FEI)
+    type Case = (&'static str, Digests, Vec<u8>, u16, Option<u32>);
+    let cases: Vec<Case> = vec![
         (
             "unknown type",
             digests(false, false),
@@ -193,8 +219,19 @@ fn malformed_pdus_terminate_only_their_connection() {
             other => panic!("{what}: no C2HTermReq: {other:?}"),
         }
         assert!(closed, "{what}: the connection stays open");
-        write_read_verify(&mut good.io[0], 1, 512, 0, 8, 8, 4, fes as u32)
-            .unwrap_or_else(|err| panic!("after {what}: {err}"));
+        write_read_verify(
+            &mut good.io[0],
+            &Workload {
+                nsid: 1,
+                bs: 512,
+                lba0: 0,
+                blocks: 8,
+                count: 8,
+                qd: 4,
+                seed: fes as u32,
+            },
+        )
+        .unwrap_or_else(|err| panic!("after {what}: {err}"));
     }
     // A data digest error is not fatal: the command completes with Transient Transport
     // Error and the connection goes on.
@@ -212,7 +249,19 @@ fn malformed_pdus_terminate_only_their_connection() {
     q.send_raw(&out).expect("send");
     let r = q.wait(9).expect("completion");
     assert_eq!(r.cqe.status, Status::TRANSIENT_TRANSPORT_ERROR);
-    write_read_verify(q, 1, 512, 64, 8, 8, 4, 99).expect("I/O after a data digest error");
+    write_read_verify(
+        q,
+        &Workload {
+            nsid: 1,
+            bs: 512,
+            lba0: 64,
+            blocks: 8,
+            count: 8,
+            qd: 4,
+            seed: 99,
+        },
+    )
+    .expect("I/O after a data digest error");
     drop(c);
     drop(good);
     e.assert_quiescent(Duration::from_secs(10));
@@ -254,7 +303,19 @@ fn discovery_log_lists_tcp_entries() {
 fn pause_resume_and_masking_over_tcp() {
     let e = env(json!({}));
     let mut c = e.connect(&TcpConnectOpts::new(NQN)).expect("connect");
-    write_read_verify(&mut c.io[0], 1, 512, 0, 8, 4, 2, 3).expect("I/O");
+    write_read_verify(
+        &mut c.io[0],
+        &Workload {
+            nsid: 1,
+            bs: 512,
+            lba0: 0,
+            blocks: 8,
+            count: 4,
+            qd: 2,
+            seed: 3,
+        },
+    )
+    .expect("I/O");
     e.t.rt.block_on(e.t.target.pause(NQN, None)).expect("pause");
     let cid = c.io[0]
         .submit(rtgt_tests::nvme_host::read_sqe(1, 0, 1), None, 512)
@@ -309,5 +370,17 @@ fn pause_resume_and_masking_over_tcp() {
         .expect("ns_add_host");
     let list = m.identify(2, 0).expect("active namespace list");
     assert_eq!(rtgt_tests::nvme_host::nsid_list(&list), [nsid]);
-    write_read_verify(&mut m.io[0], nsid, 512, 0, 8, 4, 2, 5).expect("I/O once visible");
+    write_read_verify(
+        &mut m.io[0],
+        &Workload {
+            nsid,
+            bs: 512,
+            lba0: 0,
+            blocks: 8,
+            count: 4,
+            qd: 2,
+            seed: 5,
+        },
+    )
+    .expect("I/O once visible");
 }

@@ -197,16 +197,7 @@ impl TcpPg {
             }
         };
         self.generation = self.generation.wrapping_add(1);
-        let qp = match TcpQpair::new(
-            self.generation,
-            c.sock,
-            conn,
-            c.listen,
-            c.local,
-            c.peer,
-            icd,
-            c.now,
-        ) {
+        let qp = match TcpQpair::new(self.generation, c, conn, icd) {
             Ok(qp) => qp,
             Err(e) => {
                 tracing::error!("NVMe/TCP connection refused: {e}");
@@ -226,7 +217,6 @@ impl TcpPg {
             self.dirty.reserve(self.conns.len());
         }
         self.stats.accepted += 1;
-        let _ = core;
         // Bytes may be there already.
         self.service(core, ck, true);
     }

@@ -21,6 +21,7 @@ use target_core::target::ListenAddr;
 
 use crate::conn::{Connection, DataBuffers, SlotId};
 use crate::pdu::MAX_ENCODED_HEADER;
+use crate::poll_group::NewConn;
 
 /// Receive buffer per connection.
 pub(crate) const RX_BUF: usize = 64 * 1024;
@@ -235,14 +236,17 @@ impl TcpQpair {
     /// A connection with everything it will use.
     pub fn new(
         generation: u32,
-        sock: Socket,
+        c: NewConn,
         conn: Connection,
-        listen: ListenAddr,
-        local: SocketAddr,
-        peer: SocketAddr,
         icd_size: usize,
-        now: Instant,
     ) -> io::Result<TcpQpair> {
+        let NewConn {
+            sock,
+            listen,
+            local,
+            peer,
+            now,
+        } = c;
         let depth = usize::from(conn.config().queue_depth);
         let mut reqs = Vec::with_capacity(depth);
         for _ in 0..depth {

@@ -74,12 +74,11 @@ impl TcpPg {
         slot: Option<SlotId>,
     ) -> (&'a mut Queue, Option<&'a mut crate::qpair::Req>) {
         if c.q.is_none() {
-            let qid = c
-                .conn
-                .sqe(SlotId(0))
-                .into_iter()
-                .chain(c.reqs.iter().map(|r| &r.ex.sqe))
-                .find(|s| nvme_exec::is_connect(s))
+            // The first command: a Connect names the queue; anything else is refused by
+            // the exec layer on an unconnected queue.
+            let qid = slot
+                .and_then(|s| c.conn.sqe(s))
+                .filter(|s| nvme_exec::is_connect(s))
                 .map_or(0, |s| ConnectCmd::from_sqe(s).qid);
             let me = QueueRef {
                 reactor: core.index(),
