@@ -295,6 +295,25 @@ fn discovery_log_lists_tcp_entries() {
     assert_eq!(r[768], 0, "SECTYPE none");
     let nqn = String::from_utf8_lossy(&r[256..512]);
     assert!(nqn.starts_with(NQN), "{nqn}");
+    // A listener of the discovery subsystem itself (port 8009 by convention; a free port
+    // here) serves discovery too.
+    let port = free_port();
+    let addr = target_core::target::ListenAddr::new(
+        "TCP",
+        target_core::target::AdrFam::Ipv4,
+        "127.0.0.1",
+        &port.to_string(),
+    );
+    e.t.rt
+        .block_on(
+            e.t.target
+                .add_listener(target_core::nvme::DISCOVERY_NQN, addr),
+        )
+        .expect("discovery listener");
+    let to = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut d2 = TcpCtrl::connect(to, &o).expect("discovery connect on its own listener");
+    let log = d2.get_log(0x70, 4096).expect("discovery log");
+    assert_eq!(u64::from_le_bytes(log[8..16].try_into().unwrap()), 1);
 }
 
 /// Core features work over TCP unchanged: pause/resume holds new I/O until the resume, and
