@@ -403,3 +403,52 @@ fn pause_resume_and_masking_over_tcp() {
     )
     .expect("I/O once visible");
 }
+
+/// A host that vanishes with commands in flight (writes waiting for R2T data, reads, in-capsule
+/// writes): the target closes the connections, the commands in the bdev layer finish, and every
+/// buffer and counter comes back; a new controller works.
+#[test]
+fn a_host_vanishing_mid_io_leaves_nothing_behind() {
+    let e = env(json!({"num_shared_buffers": 64}));
+    for round in 0..3u32 {
+        let mut o = TcpConnectOpts::new(NQN);
+        o.io_queues = 2;
+        o.io_depth = 128;
+        let mut c = e.connect(&o).expect("connect");
+        for (i, q) in c.io.iter_mut().enumerate() {
+            for k in 0..100u64 {
+                let lba = k * 256;
+                let s = match (k + i as u64 + u64::from(round)) % 3 {
+                    0 => {
+                        let s = rtgt_tests::nvme_host::write_sqe(1, lba, 256);
+                        q.submit(s, Some(vec![7u8; 131072]), 0)
+                    }
+                    1 => q.submit(rtgt_tests::nvme_host::read_sqe(1, lba, 256), None, 131072),
+                    _ => {
+                        let s = rtgt_tests::nvme_host::write_sqe(1, lba, 8);
+                        q.submit(s, Some(vec![9u8; 4096]), 0)
+                    }
+                };
+                s.expect("submit");
+            }
+            // Send what was submitted (some of it) and vanish.
+            let _ = q.pump(std::time::Instant::now() + Duration::from_secs(1));
+        }
+        drop(c);
+        e.assert_quiescent(Duration::from_secs(10));
+    }
+    let mut c = e.connect(&TcpConnectOpts::new(NQN)).expect("connect after");
+    write_read_verify(
+        &mut c.io[0],
+        &Workload {
+            nsid: 1,
+            bs: 512,
+            lba0: 0,
+            blocks: 256,
+            count: 16,
+            qd: 8,
+            seed: 11,
+        },
+    )
+    .expect("I/O after");
+}
