@@ -9,6 +9,7 @@
 //! rtgt-bench --transport rdma --reactors 1 --qpairs 1 --qd 128 --bs 4096 --rw randread \
 //!            --duration 5 --bdev null --json out.json
 //! rtgt-bench --transport fabric      # the bare simulated fabric: the floor of the software path
+//! rtgt-bench --transport tcp         # NVMe/TCP over loopback sockets (real sockets, no simulation)
 //! ```
 //!
 //! It is a benchmark, not a test. The simulated fabric copies data on the posting thread, so the
@@ -20,6 +21,7 @@ mod fabric_only;
 mod hist;
 mod nvme;
 mod srp;
+mod tcp;
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
@@ -37,6 +39,8 @@ pub enum TransportKind {
     Rdma,
     /// SRP (SCSI RDMA Protocol).
     Srp,
+    /// NVMe over TCP on loopback sockets.
+    Tcp,
     /// The bare simulated fabric with an NVMe-like exchange and no target (the floor).
     Fabric,
 }
@@ -516,6 +520,7 @@ fn main() {
     let out = match a.transport {
         TransportKind::Rdma => nvme::run(&a),
         TransportKind::Srp => srp::run(&a),
+        TransportKind::Tcp => tcp::run(&a),
         TransportKind::Fabric => fabric_only::run(&a),
     };
     let (h, w) = match out {

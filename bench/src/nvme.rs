@@ -10,7 +10,8 @@ use target_core::reactor::{PollStatus, ReactorConfig};
 
 use crate::{Args, BdevKind, HostResult, Pattern, WindowResult, cpu, phase};
 
-const NQN: &str = "nqn.2016-06.io.rtgt:bench";
+/// The subsystem the benchmarks export.
+pub const NQN: &str = "nqn.2016-06.io.rtgt:bench";
 
 /// Starts the target with the options of `a` (shared with the SRP run); `defaults` are
 /// transport options used where `--transport-opts` does not set them.

@@ -17,6 +17,7 @@
 use bdev_rbd as _;
 use transport_rdma as _;
 use transport_srp as _;
+use transport_tcp as _;
 
 pub mod args;
 pub mod client;

@@ -20,6 +20,7 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use bdev_rbd as _;
 use transport_rdma as _;
 use transport_srp as _;
+use transport_tcp as _;
 
 /// rtgt: an NVMe-oF/RDMA and SRP storage target driven by SPDK-compatible JSON-RPC.
 #[derive(Debug, Parser)]

@@ -477,16 +477,17 @@ nvme_ns_dev() {
   return 1
 }
 
-# nvme_connect NQN [ADDR [PORT]] [-- NVME_CLI_OPTIONS...]: nvme connect over RDMA (defaults
-# $E2E_IP, $RTGT_NVME_PORT) and wait for namespace 1; prints its block device. Fails the
-# scenario if the connect fails (for an expected failure use `expect_fail nvme connect ...`).
+# nvme_connect NQN [ADDR [PORT]] [-- NVME_CLI_OPTIONS...]: nvme connect over RDMA (or the
+# transport in $NVME_TRANSPORT, e.g. tcp; defaults $E2E_IP, $RTGT_NVME_PORT) and wait for
+# namespace 1; prints its block device. Fails the scenario if the connect fails (for an expected
+# failure use `expect_fail nvme connect ...`).
 nvme_connect() {
-  local nqn=$1 addr=$E2E_IP port=$RTGT_NVME_PORT dev; shift
+  local nqn=$1 addr=$E2E_IP port=$RTGT_NVME_PORT tr=${NVME_TRANSPORT:-rdma} dev; shift
   if [ $# -gt 0 ] && [ "$1" != -- ]; then addr=$1; shift; fi
   if [ $# -gt 0 ] && [ "$1" != -- ]; then port=$1; shift; fi
   [ "${1:-}" = -- ] && shift
-  log "nvme connect -t rdma -a $addr -s $port -n $nqn $(e2e_redact "$*")"
-  nvme connect -t rdma -a "$addr" -s "$port" -n "$nqn" \
+  log "nvme connect -t $tr -a $addr -s $port -n $nqn $(e2e_redact "$*")"
+  nvme connect -t "$tr" -a "$addr" -s "$port" -n "$nqn" \
     --ctrl-loss-tmo="$NVME_CTRL_LOSS_TMO" --reconnect-delay=1 "$@" >&2 \
     || fail "nvme connect to $nqn at $addr:$port failed"
   wait_for 20 nvme_ns_dev "$nqn" 1

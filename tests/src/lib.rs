@@ -19,10 +19,12 @@ pub mod faults;
 pub mod gate;
 pub mod rpc_rig;
 pub mod srp_initiator;
+pub mod tcp_host;
 
 // The daemon links every transport; so do the tests.
 use transport_rdma as _;
 use transport_srp as _;
+use transport_tcp as _;
 
 /// The address of the target's simulated RDMA device.
 pub const TARGET_IP: &str = "10.0.0.1";
