@@ -285,9 +285,10 @@ gw_restart() {
 
 # gw_rpc NAME METHOD [PARAMS_JSON], gw_rpc_ok ..., gw_rpc_error NAME METHOD PARAMS_JSON [CODE]:
 # rtgt_rpc, rtgt_rpc_ok, rtgt_rpc_error on instance NAME's socket (rpc.log tags them [NAME]).
-gw_rpc() { local n=$1; shift; RTGT_SOCK=$(gw_sock "$n") E2E_RPC_TAG="[$n] " rtgt_rpc "$@"; }
-gw_rpc_ok() { local n=$1; shift; RTGT_SOCK=$(gw_sock "$n") E2E_RPC_TAG="[$n] " rtgt_rpc_ok "$@"; }
-gw_rpc_error() { local n=$1; shift; RTGT_SOCK=$(gw_sock "$n") E2E_RPC_TAG="[$n] " rtgt_rpc_error "$@"; }
+# (locals, not `VAR=x func`: bash complains when `fail` exits under a temporary assignment)
+gw_rpc() { local RTGT_SOCK E2E_RPC_TAG="[$1] "; RTGT_SOCK=$(gw_sock "$1"); shift; rtgt_rpc "$@"; }
+gw_rpc_ok() { local RTGT_SOCK E2E_RPC_TAG="[$1] "; RTGT_SOCK=$(gw_sock "$1"); shift; rtgt_rpc_ok "$@"; }
+gw_rpc_error() { local RTGT_SOCK E2E_RPC_TAG="[$1] "; RTGT_SOCK=$(gw_sock "$1"); shift; rtgt_rpc_error "$@"; }
 
 # rtgt_rpc METHOD [PARAMS_JSON]: one JSON-RPC call on $RTGT_SOCK through the shipped e2e-rpc
 # client (independent of the rtgt CLI). Prints the `result` as compact JSON. Returns status: 1
@@ -565,6 +566,37 @@ nvme_connect() {
   wait_for 10 test -b "$dev"
   echo "$dev"
 }
+
+# --- NVMe multipath: one controller per path ------------------------------------------------
+# nvme_ctrl_of NQN PORT: the controller (nvmeN) of subsystem NQN connected to port PORT.
+# Returns status 1 if there is none.
+nvme_ctrl_of() {
+  local c
+  for c in $(nvme_ctrls "$1"); do
+    grep -qE "trsvcid=$2(,|\$)" /sys/class/nvme/"$c"/address && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
+# nvme_path_of NQN PORT [NSID]: the per-path block device (nvmeXcYnZ, hidden under native
+# multipath) of namespace NSID (default 1) through the controller of NQN connected to PORT.
+# Returns status 1 if there is none.
+nvme_path_of() {
+  local b c
+  c=$(nvme_ctrl_of "$1" "$2") || return 1
+  for b in /sys/block/nvme*c*n*; do
+    [ -e "$b" ] || continue
+    [ "$(cat "$b/nsid" 2> /dev/null)" = "${3:-1}" ] || continue
+    [ "$(basename "$(readlink -f "$b/device")")" = "$c" ] && { echo "${b##*/}"; return 0; }
+  done
+  return 1
+}
+
+# nvme_path_ios PATH: reads + writes completed through a per-path block device (its stat).
+nvme_path_ios() { awk '{print $1 + $5}' /sys/block/"$1"/stat; }
+
+# nvme_path_ana_is PATH STATE: the path's ana_state is STATE (optimized, inaccessible, ...).
+nvme_path_ana_is() { [ "$(cat /sys/block/"$1"/ana_state)" = "$2" ]; }
 
 # nvme_disconnect NQN: disconnect every controller of NQN and wait until they are gone.
 nvme_disconnect() {
