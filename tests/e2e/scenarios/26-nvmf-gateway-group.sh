@@ -6,13 +6,14 @@
 # /sys/block/nvme*c*n*/ana_state shows the configured states. Under fio write+verify:
 #   1. switchover A -> B (A demoted to inaccessible, then B promoted to optimized);
 #   2. A killed with SIGKILL, I/O goes on through B; A restarted on the same RPC socket path
-#      and configured again with its listener inaccessible; the host reconnects to it;
+#      from its saved configuration rewritten to bring its listener up inaccessible; the host
+#      reconnects to it;
 #   3. failback B -> A (B demoted, A promoted);
 #   4. unplanned failover: the owner A killed with SIGKILL, then B promoted.
 # fio ends with no verify error; after each switch I/O completes on the new optimized path
 # within 10 s and none on the demoted one. Figures in the log (FIGURE lines, figures.txt): time
-# from the first RPC of a switch to the first I/O completed on the new optimized path, and
-# fio's longest completion gap (stall) across the kill and over the whole run.
+# from the first RPC of a switch (or the kill) to the first I/O completed on the new optimized
+# path, and fio's longest completion gap (stall) per switch, across the kills and overall.
 # e2e-timeout: 240
 
 NQN=nqn.2016-06.io.spdk:gwgroup
