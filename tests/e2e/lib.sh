@@ -172,26 +172,37 @@ rtgt_has_serve() {
 # to $RTGT_LOG; waits until the RPC socket exists. Sets RTGT_PID. Call it directly (not in
 # $(...)) so that stop_rtgt can collect the exit status.
 start_rtgt() {
+  if pidof rtgt > /dev/null; then fail "an rtgt is already running (pid $(pidof rtgt))"; fi
+  e2e__rtgt_start "$RTGT_SOCK" "$RTGT_LOG" "$E2E_RUN/rtgt.pid" "$@"
+  RTGT_PID=$E2E__STARTED_PID
+}
+
+# e2e__rtgt_start SOCK LOG PIDFILE [ARGS...]: start one rtgt instance (start_rtgt, gw_start).
+# Waits until SOCK is a socket made by this process: a socket left behind by a killed
+# instance (same inode as before the start) does not count. Sets E2E__STARTED_PID.
+e2e__rtgt_start() {
+  local sock=$1 logf=$2 pidf=$3 pid stale end rc; shift 3
   [ -x "$RTGT" ] || fail "no rtgt binary at $RTGT"
   if ! rtgt_has_serve; then
     fail "the rtgt binary has no 'serve' subcommand ('rtgt serve --help' printed no usage: '$("$RTGT" serve --help 2>&1 | head -1)')"
   fi
-  if pidof rtgt > /dev/null; then fail "an rtgt is already running (pid $(pidof rtgt))"; fi
-  log "start: rtgt serve -r $RTGT_SOCK $*"
-  echo "=== rtgt serve -r $RTGT_SOCK $* (uptime $(uptime_s))" >> "$RTGT_LOG"
-  "$RTGT" serve -r "$RTGT_SOCK" "$@" >> "$RTGT_LOG" 2>&1 &
-  RTGT_PID=$!
-  echo "$RTGT_PID" > "$E2E_RUN/rtgt.pid"
-  local end=$(( EPOCHSECONDS + RTGT_START_TIMEOUT )) rc
-  while [ ! -S "$RTGT_SOCK" ]; do
-    if ! pid_alive "$RTGT_PID"; then
-      rc=0; wait "$RTGT_PID" || rc=$?
-      fail "rtgt exited with status $rc before creating $RTGT_SOCK: $(grep -v '^===' "$RTGT_LOG" | tail -n 3 | tr '\n' ' ' | head -c 300)"
+  stale=$(stat -c %i "$sock" 2> /dev/null || true)
+  log "start: rtgt serve -r $sock $*${stale:+ (a stale socket is there)}"
+  echo "=== rtgt serve -r $sock $* (uptime $(uptime_s))" >> "$logf"
+  "$RTGT" serve -r "$sock" "$@" >> "$logf" 2>&1 &
+  pid=$!
+  echo "$pid" > "$pidf"
+  end=$(( EPOCHSECONDS + RTGT_START_TIMEOUT ))
+  while [ ! -S "$sock" ] || { [ -n "$stale" ] && [ "$(stat -c %i "$sock" 2> /dev/null)" = "$stale" ]; }; do
+    if ! pid_alive "$pid"; then
+      rc=0; wait "$pid" || rc=$?
+      fail "rtgt exited with status $rc before creating $sock: $(grep -v '^===' "$logf" | tail -n 3 | tr '\n' ' ' | head -c 300)"
     fi
-    [ "$EPOCHSECONDS" -lt "$end" ] || fail "rtgt did not create $RTGT_SOCK within ${RTGT_START_TIMEOUT}s"
+    [ "$EPOCHSECONDS" -lt "$end" ] || fail "rtgt did not create $sock within ${RTGT_START_TIMEOUT}s"
     sleep 0.1
   done
-  log "rtgt running (pid $RTGT_PID)"
+  log "rtgt running (pid $pid, $sock)"
+  E2E__STARTED_PID=$pid
 }
 
 # rtgt_alive: true while the rtgt started by start_rtgt runs.
@@ -203,20 +214,81 @@ rtgt_alive() {
 # exit in time (it is then killed) or exits with a non-zero status.
 stop_rtgt() {
   [ -n "${RTGT_PID:-}" ] || fail "stop_rtgt: no rtgt was started by this scenario"
-  log "stop rtgt (pid $RTGT_PID)"
-  kill -TERM "$RTGT_PID" 2> /dev/null || true
-  if ! poll_until "$RTGT_STOP_TIMEOUT" e2e__rtgt_gone; then
-    kill -KILL "$RTGT_PID" 2> /dev/null || true
-    fail "rtgt did not exit within ${RTGT_STOP_TIMEOUT}s of SIGTERM"
-  fi
-  local rc=0
-  wait "$RTGT_PID" || rc=$?
+  e2e__rtgt_stop "$RTGT_PID" "$RTGT_LOG" "$E2E_RUN/rtgt.pid"
   RTGT_PID=
-  rm -f "$E2E_RUN/rtgt.pid"
-  echo "=== rtgt exited with status $rc" >> "$RTGT_LOG"
-  [ "$rc" = 0 ] || fail "rtgt exited with status $rc after SIGTERM"
 }
-e2e__rtgt_gone() { ! pid_alive "$RTGT_PID"; }
+
+# e2e__rtgt_stop PID LOG PIDFILE: SIGTERM one instance and check it exits 0 in time.
+e2e__rtgt_stop() {
+  local pid=$1 rc=0
+  log "stop rtgt (pid $pid)"
+  kill -TERM "$pid" 2> /dev/null || true
+  if ! poll_until "$RTGT_STOP_TIMEOUT" e2e__pid_gone "$pid"; then
+    kill -KILL "$pid" 2> /dev/null || true
+    fail "rtgt (pid $pid) did not exit within ${RTGT_STOP_TIMEOUT}s of SIGTERM"
+  fi
+  wait "$pid" || rc=$?
+  rm -f "$3"
+  echo "=== rtgt exited with status $rc" >> "$2"
+  [ "$rc" = 0 ] || fail "rtgt (pid $pid) exited with status $rc after SIGTERM"
+}
+e2e__pid_gone() { ! pid_alive "$1"; }
+
+# --- several rtgt instances (gateways) ----------------------------------------------------------
+# A named instance NAME has its own RPC socket /var/tmp/rtgt-NAME.sock, log
+# $E2E_LOGDIR/rtgt-NAME.log and pid file; GW_PID[NAME] is its pid. Call gw_start, gw_stop,
+# gw_kill directly (not in $(...)): they keep the pid in this shell.
+declare -gA GW_PID=()
+
+# gw_sock NAME, gw_log NAME: the instance's RPC socket and log file.
+gw_sock() { echo "/var/tmp/rtgt-$1.sock"; }
+gw_log() { echo "$E2E_LOGDIR/rtgt-$1.log"; }
+
+# gw_start NAME [ARGS...]: `rtgt serve -r $(gw_sock NAME) ARGS...` in the background, as
+# start_rtgt. Fails if NAME already runs. After gw_kill the same socket path is used again (the
+# killed process left it behind: the new process must take it over).
+gw_start() {
+  local name=$1; shift
+  if gw_alive "$name"; then fail "gateway $name already runs (pid ${GW_PID[$name]})"; fi
+  e2e__rtgt_start "$(gw_sock "$name")" "$(gw_log "$name")" "$E2E_RUN/rtgt-$name.pid" "$@"
+  GW_PID[$name]=$E2E__STARTED_PID
+}
+
+# gw_alive NAME: true while instance NAME runs.
+gw_alive() { [ -n "${GW_PID[$1]:-}" ] && pid_alive "${GW_PID[$1]}"; }
+
+# gw_stop NAME: SIGTERM; fails unless it exits with status 0 within $RTGT_STOP_TIMEOUT s.
+gw_stop() {
+  [ -n "${GW_PID[$1]:-}" ] || fail "gw_stop: gateway $1 was not started"
+  e2e__rtgt_stop "${GW_PID[$1]}" "$(gw_log "$1")" "$E2E_RUN/rtgt-$1.pid"
+  GW_PID[$1]=
+}
+
+# gw_kill NAME: SIGKILL (no clean-up in rtgt: socket and lock file stay), wait until it is gone.
+gw_kill() {
+  local pid=${GW_PID[$1]:-}
+  [ -n "$pid" ] || fail "gw_kill: gateway $1 was not started"
+  log "kill -9 gateway $1 (pid $pid)"
+  kill -KILL "$pid" 2> /dev/null || true
+  wait "$pid" 2> /dev/null || true
+  echo "=== rtgt killed with SIGKILL (uptime $(uptime_s))" >> "$(gw_log "$1")"
+  rm -f "$E2E_RUN/rtgt-$1.pid"
+  GW_PID[$1]=
+}
+
+# gw_restart NAME [ARGS...]: gw_stop (if it runs), then gw_start with ARGS.
+gw_restart() {
+  local name=$1; shift
+  if gw_alive "$name"; then gw_stop "$name"; fi
+  gw_start "$name" "$@"
+}
+
+# gw_rpc NAME METHOD [PARAMS_JSON], gw_rpc_ok ..., gw_rpc_error NAME METHOD PARAMS_JSON [CODE]:
+# rtgt_rpc, rtgt_rpc_ok, rtgt_rpc_error on instance NAME's socket (rpc.log tags them [NAME]).
+# (locals, not `VAR=x func`: bash complains when `fail` exits under a temporary assignment)
+gw_rpc() { local RTGT_SOCK E2E_RPC_TAG="[$1] "; RTGT_SOCK=$(gw_sock "$1"); shift; rtgt_rpc "$@"; }
+gw_rpc_ok() { local RTGT_SOCK E2E_RPC_TAG="[$1] "; RTGT_SOCK=$(gw_sock "$1"); shift; rtgt_rpc_ok "$@"; }
+gw_rpc_error() { local RTGT_SOCK E2E_RPC_TAG="[$1] "; RTGT_SOCK=$(gw_sock "$1"); shift; rtgt_rpc_error "$@"; }
 
 # rtgt_rpc METHOD [PARAMS_JSON]: one JSON-RPC call on $RTGT_SOCK through the shipped e2e-rpc
 # client (independent of the rtgt CLI). Prints the `result` as compact JSON. Returns status: 1
@@ -224,7 +296,7 @@ e2e__rtgt_gone() { ! pid_alive "$RTGT_PID"; }
 rtgt_rpc() {
   local rc=0 out
   out=$(e2e-rpc -s "$RTGT_SOCK" -t "$RTGT_RPC_TIMEOUT" "$@" 2>&1) || rc=$?
-  printf '>> %s %s\n<< %s\n' "$1" "${2:-}" "$out" >> "$E2E_LOGDIR/rpc.log"
+  printf '>> %s%s %s\n<< %s\n' "${E2E_RPC_TAG:-}" "$1" "${2:-}" "$out" >> "$E2E_LOGDIR/rpc.log"
   case $rc in
     0) jq -c '.result' <<< "$out" ;;
     1) echo "rtgt_rpc $*: error $(jq -c '.error // .' <<< "$out" 2> /dev/null || echo "$out")" >&2
@@ -246,7 +318,7 @@ rtgt_rpc_ok() {
 rtgt_rpc_error() {
   local rc=0 out err
   out=$(e2e-rpc -s "$RTGT_SOCK" -t "$RTGT_RPC_TIMEOUT" "$1" "$2" 2>&1) || rc=$?
-  printf '>> %s %s\n<< %s\n' "$1" "$2" "$out" >> "$E2E_LOGDIR/rpc.log"
+  printf '>> %s%s %s\n<< %s\n' "${E2E_RPC_TAG:-}" "$1" "$2" "$out" >> "$E2E_LOGDIR/rpc.log"
   [ "$rc" != 0 ] || fail "rtgt_rpc $1 $2: expected an error, got $out"
   [ "$rc" = 1 ] || fail "rtgt_rpc $1: no JSON-RPC response: $out"
   err=$(jq -c '.error' <<< "$out" 2> /dev/null) || fail "rtgt_rpc $1: not JSON: $out"
@@ -495,6 +567,37 @@ nvme_connect() {
   wait_for 10 test -b "$dev"
   echo "$dev"
 }
+
+# --- NVMe multipath: one controller per path ------------------------------------------------
+# nvme_ctrl_of NQN PORT: the controller (nvmeN) of subsystem NQN connected to port PORT.
+# Returns status 1 if there is none.
+nvme_ctrl_of() {
+  local c
+  for c in $(nvme_ctrls "$1"); do
+    grep -qE "trsvcid=$2(,|\$)" /sys/class/nvme/"$c"/address && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
+# nvme_path_of NQN PORT [NSID]: the per-path block device (nvmeXcYnZ, hidden under native
+# multipath) of namespace NSID (default 1) through the controller of NQN connected to PORT.
+# Returns status 1 if there is none.
+nvme_path_of() {
+  local b c
+  c=$(nvme_ctrl_of "$1" "$2") || return 1
+  for b in /sys/block/nvme*c*n*; do
+    [ -e "$b" ] || continue
+    [ "$(cat "$b/nsid" 2> /dev/null)" = "${3:-1}" ] || continue
+    [ "$(basename "$(readlink -f "$b/device")")" = "$c" ] && { echo "${b##*/}"; return 0; }
+  done
+  return 1
+}
+
+# nvme_path_ios PATH: reads + writes completed through a per-path block device (its stat).
+nvme_path_ios() { awk '{print $1 + $5}' /sys/block/"$1"/stat; }
+
+# nvme_path_ana_is PATH STATE: the path's ana_state is STATE (optimized, inaccessible, ...).
+nvme_path_ana_is() { [ "$(cat /sys/block/"$1"/ana_state)" = "$2" ]; }
 
 # nvme_disconnect NQN: disconnect every controller of NQN and wait until they are gone.
 nvme_disconnect() {
@@ -814,7 +917,8 @@ e2e_cleanup() {
     echo "cleanup: rtgt did not stop on SIGTERM; killing"
     for p in $(pidof rtgt); do kill -KILL "$p"; done
   }
-  rm -f "$RTGT_SOCK" "$RTGT_SOCK.lock" /var/tmp/spdk.sock /var/tmp/spdk.sock.lock
+  rm -f "$RTGT_SOCK" "$RTGT_SOCK.lock" /var/tmp/spdk.sock /var/tmp/spdk.sock.lock \
+    /var/tmp/rtgt-*.sock /var/tmp/rtgt-*.sock.lock
   nvme_restore_admin_timeout > /dev/null 2>&1
   nvmet_peer_teardown
   srpt_peer_teardown

@@ -15,21 +15,9 @@ listen() {
     '{trtype:"RDMA", adrfam:"IPv4", traddr:$ip, trsvcid:$port}'
 }
 
-# path_of PORT: the per-path block device (nvmeXcYnZ) of namespace 1 through the controller
-# connected to PORT.
-path_of() {
-  local b c
-  for b in /sys/block/nvme*c*n1; do
-    [ -e "$b" ] || continue
-    c=$(basename "$(readlink -f "$b/device")")
-    [ "$(cat /sys/class/nvme/"$c"/subsysnqn 2> /dev/null)" = "$NQN" ] || continue
-    grep -q "trsvcid=$1" /sys/class/nvme/"$c"/address && { echo "${b##*/}"; return 0; }
-  done
-  return 1
-}
-# ios PATH: reads + writes completed through a path.
-ios() { awk '{print $1 + $5}' /sys/block/"$1"/stat; }
-ana_state_is() { [ "$(cat /sys/block/"$1"/ana_state)" = "$2" ]; }
+path_of() { nvme_path_of "$NQN" "$1"; }
+ios() { nvme_path_ios "$1"; }
+ana_state_is() { nvme_path_ana_is "$@"; }
 # moved PATH BEFORE: the path completed more than 50 I/Os since BEFORE.
 moved() { [ $(($(ios "$1") - $2)) -gt 50 ]; }
 

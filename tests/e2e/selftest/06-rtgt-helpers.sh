@@ -17,3 +17,20 @@ stop_rtgt
 expect_fail test -e "$RTGT_SOCK"
 expect_fail rtgt_alive
 assert_contains "$(cat "$RTGT_LOG")" "fake-rtgt: terminated"
+
+# Named instances (gw_*): two at once on their own sockets; a SIGKILL leaves the socket behind
+# and a restart on the same path takes it over.
+gw_start one
+gw_start two
+assert gw_alive one
+assert_eq "$(gw_rpc_ok two spdk_get_version '{}' | jq -r .version)" fake "version through gw_rpc_ok"
+assert_contains "$(cat "$E2E_LOGDIR/rpc.log")" ">> [two] spdk_get_version"
+gw_kill one
+expect_fail gw_alive one
+assert test -S "$(gw_sock one)"
+gw_start one
+assert_eq "$(gw_rpc_ok one spdk_get_version '{}' | jq -r .version)" fake "version after the restart"
+gw_stop one
+gw_stop two
+expect_fail test -e "$(gw_sock two)"
+assert_contains "$(cat "$(gw_log one)")" "rtgt killed with SIGKILL"

@@ -12,6 +12,7 @@
 //! both files and exits 0. `--exit-early` prints a message and exits 3 before listening.
 
 use std::io::{ErrorKind, Read, Write};
+use std::os::unix::fs::FileTypeExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -52,6 +53,10 @@ fn main() {
     }
     let lock = format!("{sock}.lock");
     std::fs::write(&lock, b"").expect("create lock file");
+    // A socket left by a killed instance is taken over, as rtgt does once it holds the lock.
+    if std::fs::symlink_metadata(&sock).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(&sock);
+    }
     let listener = UnixListener::bind(&sock).expect("bind socket");
     listener.set_nonblocking(true).expect("nonblocking");
     eprintln!("fake-rtgt: listening on {sock}");

@@ -49,6 +49,21 @@ options:
   max_namespaces:
     description: Maximum number of namespaces, fixed at creation (the target's default when not given).
     type: int
+  ana_reporting:
+    description:
+      - Report Asymmetric Namespace Access (ANA) states, fixed at creation. Every gateway of a
+        gateway group needs it; set the listeners' states with M(rtgt.target.rtgt_listener).
+      - On an existing subsystem with namespaces a different value fails the task (the target
+        shows the namespaces' ANA groups only with ANA reporting).
+    type: bool
+  min_cntlid:
+    description:
+      - Lowest controller ID the subsystem assigns, fixed at creation (1 when not given).
+      - The gateways of a gateway group need disjoint ranges (docs/ha.md).
+    type: int
+  max_cntlid:
+    description: Highest controller ID the subsystem assigns, fixed at creation (65519 when not given).
+    type: int
   namespaces:
     description:
       - The namespaces the subsystem should have. A namespace is the same as an existing one
@@ -156,9 +171,11 @@ actions:
         host: nqn.2014-08.org.nvmexpress:uuid:2b0f5c9e-4b7a-4a8e-9d64-0d6f1c1e2a10
 """
 
-import ipaddress
-
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.rtgt.target.plugins.module_utils.rtgt_listen import (
+    listener_key,
+    listener_params,
+)
 from ansible_collections.rtgt.target.plugins.module_utils.rtgt_rpc import (
     DISCOVERY_NQN,
     RpcError,
@@ -179,31 +196,6 @@ def get_subsystem(client, nqn):
 
 def _hex(value):
     return value.replace("-", "").upper() if value else value
-
-
-def _addr(value):
-    try:
-        return str(ipaddress.ip_address(value))
-    except ValueError:
-        return value.lower()
-
-
-def listener_key(l):
-    """What makes two listen addresses the same (as SPDK compares trids)."""
-    adrfam = (l.get("adrfam") or "ipv4").lower()
-    return (
-        l["trtype"].upper(),
-        adrfam,
-        _addr(l["traddr"]),
-        (l.get("trsvcid") or "").lower(),
-    )
-
-
-def listener_params(l):
-    out = {"trtype": l["trtype"], "traddr": l["traddr"], "adrfam": l.get("adrfam") or "ipv4"}
-    if l.get("trsvcid"):
-        out["trsvcid"] = l["trsvcid"]
-    return out
 
 
 def ns_matches(want, have):
@@ -263,8 +255,9 @@ def plan(p, current):
     }
     if current is None:
         create = {"nqn": nqn, "allow_any_host": bool(p["allow_any_host"])}
-        for key in ("serial_number", "model_number", "max_namespaces"):
-            if p[key] is not None:
+        for key in ("serial_number", "model_number", "max_namespaces", "ana_reporting",
+                    "min_cntlid", "max_cntlid"):
+            if p.get(key) is not None:
                 create[key] = p[key]
         calls.append(("nvmf_create_subsystem", create))
         after["allow_any_host"] = bool(p["allow_any_host"])
@@ -332,13 +325,26 @@ def plan(p, current):
     return calls, after
 
 
+def ana_reporting(sub):
+    """Whether an existing subsystem reports ANA: its namespaces carry an ANA group id only
+    then. None when it has no namespace to tell."""
+    ns = sub.get("namespaces") or []
+    if not ns:
+        return None
+    return "anagrpid" in ns[0]
+
+
 def check_fixed(module, current):
-    """Serial and model numbers cannot change after creation."""
+    """Serial and model numbers, the controller ID range and ANA reporting cannot change
+    after creation."""
     p = module.params
     wrong = []
-    for key in ("serial_number", "model_number"):
+    for key in ("serial_number", "model_number", "min_cntlid", "max_cntlid"):
         if p[key] is not None and current.get(key) is not None and p[key] != current[key]:
             wrong.append("%s is '%s', declared '%s'" % (key, current[key], p[key]))
+    ana = ana_reporting(current)
+    if p["ana_reporting"] is not None and ana is not None and ana != p["ana_reporting"]:
+        wrong.append("ana_reporting is %s, declared %s" % (ana, p["ana_reporting"]))
     if wrong:
         module.fail_json(
             msg="subsystem %s: %s; these are fixed at creation (delete the subsystem with "
@@ -355,6 +361,9 @@ def main():
         model_number=dict(type="str"),
         allow_any_host=dict(type="bool"),
         max_namespaces=dict(type="int"),
+        ana_reporting=dict(type="bool"),
+        min_cntlid=dict(type="int"),
+        max_cntlid=dict(type="int"),
         namespaces=dict(
             type="list", elements="dict",
             options=dict(

@@ -6,6 +6,10 @@
 #      (save_config before and after is identical; verify.yml passes again)
 #   4. errors.yml          -> RPC errors fail tasks with the server's message
 #   5. cleanup.yml twice   -> changed, then unchanged
+#   6. a gateway group of two daemons (gateways.ini): gateway-group.yml builds it (A optimized,
+#      B inaccessible), then is idempotent; failover.yml A -> B changes one listener on each
+#      (the states follow), again changes nothing, in check mode B -> A changes nothing on the
+#      targets, and B -> A moves the states back
 # Needs RTGT_BIN (the rtgt binary) and ansible-playbook on PATH. The RDMA listener and
 # transport are declared only when the rtgt build can create an RDMA transport.
 set -euo pipefail
@@ -20,11 +24,15 @@ export ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0 ANSIBLE_RETRY_FILES_ENABLED=0
 
 work=$(mktemp -d)
 pid=""
+gw_pids=""
 cleanup() {
-  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-    kill -TERM "$pid"
-    wait "$pid" || true
-  fi
+  local p
+  for p in $pid $gw_pids; do
+    if kill -0 "$p" 2>/dev/null; then
+      kill -TERM "$p"
+      wait "$p" || true
+    fi
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -118,4 +126,47 @@ expect_changed "cleanup is idempotent" -eq 0
 kill -TERM "$pid"
 wait "$pid"
 pid=""
+
+# --- 6. a gateway group -------------------------------------------------------------------
+truncate -s 4M "$work/shared.img"
+start_daemon "$work/gw-a.sock"
+gw_pids="$pid"
+start_daemon "$work/gw-b.sock"
+gw_pids="$gw_pids $pid"
+pid=""
+gw_playbook() {  # like playbook, on the two gateways; the recap sums both hosts
+  local label=$1; shift
+  echo "=== ansible-playbook $label"
+  ansible-playbook -i gateways.ini -e "gw_dir=$work" "$@" | tee "$work/out"
+  recap=$(grep -E '^gw_[ab] +: ok=' "$work/out" | awk '{
+      for (i = 3; i <= NF; i++) { split($i, kv, "="); n[kv[1]] += kv[2] } }
+    END { for (k in n) printf " %s=%d", k, n[k]; print "" }')
+}
+# ana STATE_A STATE_B: the listeners' ANA states (group 1) on gateway A and B
+ana() {
+  local a b
+  a=$(sock="$work/gw-a.sock" rpc nvmf_subsystem_get_listeners '{"nqn":"nqn.2016-06.io.spdk:gwgroup"}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["result"][0]["ana_states"][0]["ana_state"])')
+  b=$(sock="$work/gw-b.sock" rpc nvmf_subsystem_get_listeners '{"nqn":"nqn.2016-06.io.spdk:gwgroup"}' |
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["result"][0]["ana_states"][0]["ana_state"])')
+  if [ "$a $b" = "$1 $2" ]; then pass "ANA states A=$1 B=$2"; else recap="A=$a B=$b"; fail "ANA states A=$1 B=$2"; fi
+}
+gw_playbook "gateway group (build)" gateway-group.yml
+expect_changed "the gateway group is built" -gt 0
+ana optimized inaccessible
+gw_playbook "gateway group (idempotent)" gateway-group.yml
+expect_changed "the gateway group is unchanged" -eq 0
+gw_playbook "failover A -> B" failover.yml -e from_gw=gw_a -e to_gw=gw_b
+expect_changed "failover changed one listener per gateway" -eq 2
+ana inaccessible optimized
+gw_playbook "failover A -> B again" failover.yml -e from_gw=gw_a -e to_gw=gw_b -e anagrpid=1
+expect_changed "failover again changed nothing" -eq 0
+gw_playbook "failback B -> A (check mode)" failover.yml --check --diff -e from_gw=gw_b -e to_gw=gw_a
+expect_changed "check mode reports both listeners as changed" -eq 2
+ana inaccessible optimized
+gw_playbook "failback B -> A" failover.yml -e from_gw=gw_b -e to_gw=gw_a
+expect_changed "failback changed one listener per gateway" -eq 2
+ana optimized inaccessible
+for p in $gw_pids; do kill -TERM "$p"; wait "$p"; done
+gw_pids=""
 echo "rtgt.target integration: all runs as expected"

@@ -8,7 +8,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
-from ansible_collections.rtgt.target.plugins.modules.rtgt_subsystem import listener_key, plan
+from ansible_collections.rtgt.target.plugins.modules.rtgt_subsystem import ana_reporting, listener_key, plan
 
 NQN = "nqn.2016-06.io.spdk:cnode1"
 H1 = "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555"
@@ -95,3 +95,19 @@ def test_listener_identity_follows_spdk():
     assert listener_key(a) == listener_key(b)
     assert listener_key({"trtype": "RDMA", "adrfam": "ipv6", "traddr": "FE80::1", "trsvcid": "1"}) == \
         listener_key({"trtype": "RDMA", "adrfam": "IPv6", "traddr": "fe80:0:0::1", "trsvcid": "1"})
+
+
+def test_gateway_identity_is_passed_at_creation():
+    calls, dummy = plan(params(serial_number="SN", ana_reporting=True, min_cntlid=1001,
+                               max_cntlid=2000), None)
+    assert calls[0] == ("nvmf_create_subsystem",
+                        {"nqn": NQN, "allow_any_host": False, "serial_number": "SN",
+                         "ana_reporting": True, "min_cntlid": 1001, "max_cntlid": 2000})
+    calls, dummy = plan(params(ana_reporting=False), None)
+    assert calls[0][1]["ana_reporting"] is False
+
+
+def test_ana_reporting_is_read_from_the_namespaces():
+    assert ana_reporting(existing()) is None
+    assert ana_reporting(existing(namespaces=[{"nsid": 1, "bdev_name": "M0", "anagrpid": 1}])) is True
+    assert ana_reporting(existing(namespaces=[{"nsid": 1, "bdev_name": "M0"}])) is False
