@@ -109,6 +109,23 @@ impl TestTarget {
         b
     }
 
+    /// Registers a malloc bdev behind a gate (I/O parks while the gate is closed); returns the
+    /// gate.
+    pub fn gated(&self, name: &str, num_blocks: u64, block_size: u32) -> Arc<gate::Gate> {
+        let inner: Arc<dyn Bdev> = MallocBdev::create(MallocParams {
+            name: format!("{name}_inner"),
+            num_blocks,
+            block_size,
+            physical_block_size: 0,
+            uuid: None,
+            optimal_io_boundary: 0,
+        })
+        .expect("malloc");
+        let (b, gate) = gate::GateBdev::new(name, inner);
+        self.target.bdevs().register(b).expect("register");
+        gate
+    }
+
     /// Registers a null bdev.
     pub fn null(&self, name: &str, num_blocks: u64, block_size: u32) -> Arc<dyn Bdev> {
         let b: Arc<dyn Bdev> = NullBdev::create(NullParams {

@@ -48,17 +48,7 @@ fn two_ports() -> Alua {
     t.rt.block_on(t.target.create_subsystem(p)).unwrap();
     t.malloc("m0", 1024, 512);
     t.add_ns(NQN, "m0");
-    let inner = target_core::bdev::MallocBdev::create(target_core::bdev::MallocParams {
-        name: "g1_inner".into(),
-        num_blocks: 1024,
-        block_size: 512,
-        physical_block_size: 0,
-        uuid: None,
-        optimal_io_boundary: 0,
-    })
-    .unwrap();
-    let (g, gate) = rtgt_tests::gate::GateBdev::new("g1", inner);
-    t.target.bdevs().register(g).unwrap();
+    let gate = t.gated("g1", 1024, 512);
     t.add_ns(NQN, "g1");
     let mut a = srp_addr(PORT_A);
     a.attrs
@@ -171,6 +161,18 @@ fn read(i: &mut SrpInitiator, lun: u16) -> Option<(u8, u8, u8)> {
     )
     .unwrap()
     .sense_key()
+}
+
+/// Sends a READ(10) of block 0 into memory offset `off` without waiting; returns its tag.
+fn send_read(i: &mut SrpInitiator, lun: u16, off: usize) -> u64 {
+    i.command(
+        lun,
+        &rw10(0x28, 0, 1),
+        &Data::In(vec![(off, 512)]),
+        Layout::Direct,
+        false,
+    )
+    .unwrap()
 }
 
 /// The VPD 83h designators of association target port: (type, identifier bytes 2-3).
@@ -334,15 +336,7 @@ fn each_state_answers_a_read_with_its_sense_and_lets_allowed_commands_run() {
     assert_eq!(tur(&mut a, 1), Some((6, 0x2A, 0x06)), "B changed");
     assert_eq!(tur(&mut b, 1), Some((6, 0x2A, 0x06)));
     x.gate.close();
-    let parked = a
-        .command(
-            1,
-            &rw10(0x28, 0, 1),
-            &Data::In(vec![(0, 512)]),
-            Layout::Direct,
-            false,
-        )
-        .unwrap();
+    let parked = send_read(&mut a, 1, 0);
     let deadline = Instant::now() + Duration::from_secs(10);
     while x.gate.held() == 0 {
         assert!(Instant::now() < deadline, "the READ never reached the bdev");
@@ -360,15 +354,7 @@ fn each_state_answers_a_read_with_its_sense_and_lets_allowed_commands_run() {
     });
     std::thread::sleep(Duration::from_millis(200));
     assert!(!demote.is_finished(), "the demotion waits for the drain");
-    let held = a
-        .command(
-            0,
-            &rw10(0x28, 0, 1),
-            &Data::In(vec![(512, 512)]),
-            Layout::Direct,
-            false,
-        )
-        .unwrap();
+    let held = send_read(&mut a, 0, 512);
     std::thread::sleep(Duration::from_millis(100));
     x.gate.open();
     assert_eq!(
