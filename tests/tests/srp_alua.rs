@@ -431,3 +431,23 @@ fn duplicate_ids_are_refused_and_change_nothing() {
             .with_config(|c| c.listeners.len());
     assert_eq!(n, 2, "nothing added");
 }
+
+/// A state change of an NVMe-oF listener of the same subsystem changes nothing SCSI hosts see:
+/// no unit attention on the SRP channels (it used to raise REPORTED LUNS DATA HAS CHANGED,
+/// the transport taking any ANA log change for a namespace change).
+#[test]
+fn an_nvme_listener_state_change_tells_srp_initiators_nothing() {
+    let x = two_ports();
+    x.t.transport("RDMA", json!({}));
+    let r = ListenAddr::new("RDMA", AdrFam::Ipv4, TARGET_IP, "4420");
+    x.t.rt
+        .block_on(x.t.target.add_listener(NQN, r.clone()))
+        .unwrap();
+    let mut a = x.login(PORT_A, 1);
+    assert_eq!(tur(&mut a, 0), None);
+    x.set(&r, AnaState::Inaccessible, None);
+    assert_eq!(tur(&mut a, 0), None, "no unit attention");
+    // An SRP port's change does raise one.
+    x.set(&x.b, AnaState::NonOptimized, Some(1));
+    assert_eq!(tur(&mut a, 0), Some((6, 0x2A, 0x06)));
+}
