@@ -52,6 +52,7 @@ fuzz_target!(|data: &[u8]| {
     let ctx = TargetContext {
         port: &port,
         luns: &luns,
+        alua: None,
     };
     let mut data_in = vec![0u8; data_in_len];
     let cmd = Command { cdb, data_out_len };

@@ -122,6 +122,7 @@ fuzz_target!(|data: &[u8]| {
     let ctx = scsi::TargetContext {
         port: &port,
         luns: &[0, 1, 7],
+        alua: None,
     };
     let limit = u32::from(sel >> 4) + 1;
     let mut m = Model {

@@ -414,6 +414,10 @@ pub trait TransportPollGroup: Any {
     /// poll group: NVMe transports hand the change to each admin queue that lives here
     /// (`nvme_exec::Queue::namespaces_changed`), which answers the parked AERs to complete.
     fn namespaces_changed(&mut self, _core: &mut PgCore, _subsystem: u32, _nsids: &[u32]) {}
+    /// The SCSI target port group states of the LUs of namespaces `nsids` of a subsystem
+    /// changed, and the subsystem resumed on this poll group: SCSI transports establish
+    /// ASYMMETRIC ACCESS STATE CHANGED on every nexus of those LUs that lives here.
+    fn alua_changed(&mut self, _core: &mut PgCore, _subsystem: u32, _nsids: &[u32]) {}
     /// Subsystems, listeners or allowed hosts changed: NVMe transports tell the discovery
     /// controllers whose admin queue lives here when the log their host sees changed.
     fn discovery_changed(&mut self, _core: &mut PgCore) {}

@@ -96,20 +96,21 @@ impl TestTarget {
 
     /// Registers a malloc bdev.
     pub fn malloc(&self, name: &str, num_blocks: u64, block_size: u32) -> Arc<dyn Bdev> {
-        let b: Arc<dyn Bdev> = MallocBdev::create(MallocParams {
-            name: name.into(),
-            num_blocks,
-            block_size,
-            physical_block_size: 0,
-            uuid: None,
-            optimal_io_boundary: 0,
-        })
-        .expect("malloc");
+        let b = malloc_bdev(name, num_blocks, block_size);
         self.target
             .bdevs()
             .register(Arc::clone(&b))
             .expect("register");
         b
+    }
+
+    /// Registers a malloc bdev behind a gate (I/O parks while the gate is closed); returns the
+    /// gate.
+    pub fn gated(&self, name: &str, num_blocks: u64, block_size: u32) -> Arc<gate::Gate> {
+        let inner = malloc_bdev(&format!("{name}_inner"), num_blocks, block_size);
+        let (b, gate) = gate::GateBdev::new(name, inner);
+        self.target.bdevs().register(b).expect("register");
+        gate
     }
 
     /// Registers a null bdev.
@@ -159,6 +160,19 @@ impl TestTarget {
             .expect("add listener");
         addr
     }
+}
+
+/// A malloc bdev, not registered.
+fn malloc_bdev(name: &str, num_blocks: u64, block_size: u32) -> Arc<dyn Bdev> {
+    MallocBdev::create(MallocParams {
+        name: name.into(),
+        num_blocks,
+        block_size,
+        physical_block_size: 0,
+        uuid: None,
+        optimal_io_boundary: 0,
+    })
+    .expect("malloc")
 }
 
 impl Drop for TestTarget {

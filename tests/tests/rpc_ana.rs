@@ -238,3 +238,103 @@ fn save_config_brings_the_states_back() {
     assert_eq!(states(&r2), states(&r));
     assert_eq!(saved_section(&r2.save(), "nvmf"), nvmf);
 }
+
+fn srp_la(port: &str) -> Value {
+    json!({"trtype": "SRP", "adrfam": "IPv4", "traddr": "10.0.0.1", "trsvcid": port})
+}
+
+/// SRP listeners are ALUA target ports: `ana_state` and `nvmf_subsystem_listener_set_ana_state`
+/// work on them, `nvmf_subsystem_get_listeners` shows their states and their relative port and
+/// group ids (derived or given), duplicates and zero are refused, save_config brings it back.
+#[test]
+fn srp_listeners_are_alua_ports_over_rpc() {
+    let r = Rig::runtime();
+    r.malloc("Malloc0");
+    r.ok("nvmf_create_transport", json!({"trtype": "SRP"}));
+    r.ok(
+        "nvmf_create_subsystem",
+        json!({"nqn": NQN, "allow_any_host": true, "ana_reporting": true, "max_namespaces": 2}),
+    );
+    r.ok(
+        "nvmf_subsystem_add_ns",
+        json!({"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}}),
+    );
+    r.ok(
+        "nvmf_subsystem_add_listener",
+        json!({"nqn": NQN, "listen_address": srp_la("5555"),
+               "relative_target_port_id": 3, "target_port_group_id": 30}),
+    );
+    r.ok(
+        "nvmf_subsystem_add_listener",
+        json!({"nqn": NQN, "listen_address": srp_la("5556"), "ana_state": "inaccessible"}),
+    );
+    assert_eq!(
+        states(&r),
+        [
+            ("5555".to_string(), s(&["optimized", "optimized"])),
+            ("5556".to_string(), s(&["inaccessible", "inaccessible"]))
+        ]
+    );
+    let l = r.ok("nvmf_subsystem_get_listeners", json!({"nqn": NQN}));
+    assert_eq!(l[0]["relative_target_port_id"], 3);
+    assert_eq!(l[0]["target_port_group_id"], 30);
+    let rel_b = l[1]["relative_target_port_id"].as_u64().unwrap();
+    let tpg_b = l[1]["target_port_group_id"].as_u64().unwrap();
+    assert!(rel_b != 0 && rel_b != 3 && tpg_b != 0 && tpg_b != 30, "{l}");
+    r.ok(
+        "nvmf_subsystem_listener_set_ana_state",
+        json!({"nqn": NQN, "listen_address": srp_la("5556"), "ana_state": "optimized",
+               "anagrpid": 1}),
+    );
+    r.ok(
+        "nvmf_subsystem_listener_set_ana_state",
+        json!({"nqn": NQN, "listen_address": srp_la("5555"), "ana_state": "non_optimized"}),
+    );
+    assert_eq!(
+        states(&r),
+        [
+            ("5555".to_string(), s(&["non_optimized", "non_optimized"])),
+            ("5556".to_string(), s(&["optimized", "inaccessible"]))
+        ]
+    );
+    // Refusals: a duplicate relative port or group id, 0, an RDMA listener with the attribute.
+    for (k, v, what) in [
+        (
+            "relative_target_port_id",
+            json!(3),
+            "relative_target_port_id 3",
+        ),
+        ("target_port_group_id", json!(tpg_b), "target_port_group_id"),
+        ("relative_target_port_id", json!(0), "1-65535"),
+        ("target_port_group_id", json!(65536), "Invalid"),
+    ] {
+        let mut p = json!({"nqn": NQN, "listen_address": srp_la("5557")});
+        p[k] = v;
+        assert_code(&r.err("nvmf_subsystem_add_listener", p), -32602, what);
+    }
+    r.ok("nvmf_create_transport", json!({"trtype": "RDMA"}));
+    assert_code(
+        &r.err(
+            "nvmf_subsystem_add_listener",
+            json!({"nqn": NQN, "listen_address": la("4420"), "relative_target_port_id": 9}),
+        ),
+        -32602,
+        "RDMA listeners have no attribute",
+    );
+    assert_eq!(states(&r).len(), 2, "nothing added");
+
+    // Round trip: the ids and the states come back.
+    let saved = r.save();
+    let nvmf = saved_section(&saved, "nvmf");
+    let r2 = Rig::new(RpcState::Startup);
+    let cfg = load::parse(&saved.to_string()).unwrap();
+    r2.tt.rt.block_on(load::apply(&r2.table, &cfg)).unwrap();
+    r2.ok("framework_start_init", Value::Null);
+    r2.tt.rt.block_on(load::apply(&r2.table, &cfg)).unwrap();
+    assert_eq!(states(&r2), states(&r));
+    assert_eq!(
+        r2.ok("nvmf_subsystem_get_listeners", json!({"nqn": NQN})),
+        r.ok("nvmf_subsystem_get_listeners", json!({"nqn": NQN}))
+    );
+    assert_eq!(saved_section(&r2.save(), "nvmf"), nvmf);
+}

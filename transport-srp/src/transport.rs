@@ -23,7 +23,7 @@ use target_core::registry::{
     TransportOps, TransportParams, TransportPollGroup,
 };
 use target_core::target::{
-    AdrFam, ListenAddr, PgCore, Subsystem, SubsystemState, SubsystemType, Target,
+    AdrFam, ListenAddr, PgCore, Subsystem, SubsystemState, SubsystemType, Target, scsi_port,
 };
 
 use crate::channel::CloseReason;
@@ -92,7 +92,24 @@ target_core::register_transport!(
             ),
         ],
         subsystem_attrs: &[port_id::SRP_PORT_ID],
-        listener_attrs: &[],
+        listener_attrs: &[
+            TransportAttr {
+                name: scsi_port::RELATIVE_PORT_ATTR,
+                kind: JsonType::Uint(16),
+                help: "SCSI relative target port id of this SRP listener, 1-65535 (default: derived from the address)",
+                long: Some("relative-target-port-id"),
+                parse: scsi_port::parse_id,
+                shown_unset: None,
+            },
+            TransportAttr {
+                name: scsi_port::TPG_ATTR,
+                kind: JsonType::Uint(16),
+                help: "ALUA target port group of this SRP listener, 1-65535 (default: its relative port id)",
+                long: Some("target-port-group-id"),
+                parse: scsi_port::parse_id,
+                shown_unset: None,
+            },
+        ],
     }
 );
 

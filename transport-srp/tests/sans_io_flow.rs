@@ -114,6 +114,7 @@ fn relogin_inquiry_read_and_lun_reset() {
     let ctx = scsi::TargetContext {
         port: &tport,
         luns: &luns,
+        alua: None,
     };
     let mut cdb = [0u8; 16];
     cdb[..6].copy_from_slice(&[0x12, 0, 0, 0, 96, 0]);

@@ -782,7 +782,7 @@ async fn get_listeners(a: Nqn, ctx: Arc<TargetContext>) -> RpcResult<Vec<Value>>
             if let Some(ana) = &c.ana
                 && let Some(o) = v.as_object_mut()
             {
-                // Listeners that are not ANA paths (SRP) are optimized for every group.
+                // Every listener is in the model (SRP ones as SCSI target ports).
                 let states: Vec<(u32, AnaState)> = ana
                     .id_of(l)
                     .and_then(|id| ana.model.ana_states(id))

@@ -48,6 +48,7 @@ pub struct TpgEntry {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PathView {
     states: Box<[AnaState]>,
+    altered: Box<[bool]>,
 }
 
 impl PathView {
@@ -55,6 +56,16 @@ impl PathView {
     pub fn state(&self, group: AnaGroupId) -> Option<AnaState> {
         let i = usize::try_from(group).ok()?.checked_sub(1)?;
         self.states.get(i).copied()
+    }
+
+    /// Whether the operator changed the listener's state for `group` since it was added
+    /// (RTPG STATUS CODE 02h).
+    pub fn altered(&self, group: AnaGroupId) -> bool {
+        usize::try_from(group)
+            .ok()
+            .and_then(|g| g.checked_sub(1))
+            .and_then(|i| self.altered.get(i).copied())
+            .unwrap_or(false)
     }
 }
 
@@ -117,11 +128,17 @@ impl AnaModel {
         Some(v)
     }
 
+    /// The SCSI identity of listener `id`, if it is an SRP target port.
+    pub fn scsi_port(&self, id: ListenerId) -> Option<super::model::ScsiPort> {
+        self.listeners.get(&id)?.scsi
+    }
+
     /// The per-group states `id` reports, for the data path.
     pub fn path_view(&self, id: ListenerId) -> Option<PathView> {
         let l = self.listeners.get(&id)?;
         Some(PathView {
             states: l.paths.iter().map(|p| p.reported()).collect(),
+            altered: l.paths.iter().map(|p| p.altered).collect(),
         })
     }
 

@@ -22,6 +22,7 @@ pub(crate) fn inquiry(
     cdb: &Cdb<'_>,
     lu: Option<&LogicalUnit>,
     port: &TargetPort,
+    tpg: Option<u16>,
     data_in: &mut [u8],
 ) -> Verdict {
     let evpd = cdb.bit(1, 0);
@@ -36,7 +37,7 @@ pub(crate) fn inquiry(
             return Verdict::CheckCondition(Sense::invalid_field_in_cdb(2, None));
         }
         let mut w = DataIn::new(data_in, alloc);
-        standard(&mut w, lu);
+        standard(&mut w, lu, tpg.is_some());
         return Verdict::DataIn { len: w.finish() };
     }
     let mut w = DataIn::new(data_in, alloc);
@@ -54,7 +55,7 @@ pub(crate) fn inquiry(
                 true
             }
             0x83 => {
-                device_identification(&mut w, lu, port);
+                device_identification(&mut w, lu, port, tpg);
                 true
             }
             0xB0 => {
@@ -87,7 +88,8 @@ pub(crate) fn inquiry(
     Verdict::DataIn { len: w.finish() }
 }
 
-fn standard(w: &mut DataIn<'_>, lu: Option<&LogicalUnit>) {
+/// Standard INQUIRY data; `alua`: TPGS = 01b (implicit asymmetric access).
+fn standard(w: &mut DataIn<'_>, lu: Option<&LogicalUnit>, alua: bool) {
     w.u8(if lu.is_some() {
         0x00
     } else {
@@ -97,7 +99,12 @@ fn standard(w: &mut DataIn<'_>, lu: Option<&LogicalUnit>) {
     w.u8(0x06); // SPC-4
     w.u8(0x12); // HISUP, response data format 2
     w.u8((STANDARD_INQUIRY_LEN - 5) as u8);
-    w.u8(0x00); // SCCS, ACC, TPGS = 0, 3PC, PROTECT
+    // SCCS, ACC, TPGS (01b with implicit ALUA), 3PC, PROTECT.
+    w.u8(if alua {
+        super::alua::inquiry_byte5(0)
+    } else {
+        0
+    });
     w.u8(0x00); // ENCSERV, MULTIP
     w.u8(0x02); // CMDQUE
     match lu {
@@ -140,7 +147,13 @@ fn designator(w: &mut DataIn<'_>, proto_codeset: u8, piv_assoc_type: u8, body: &
     w.put(body);
 }
 
-fn device_identification(w: &mut DataIn<'_>, lu: &LogicalUnit, port: &TargetPort) {
+/// VPD 83h; with `tpg` (implicit ALUA) also the target port group designator.
+fn device_identification(
+    w: &mut DataIn<'_>,
+    lu: &LogicalUnit,
+    port: &TargetPort,
+    tpg: Option<u16>,
+) {
     let start = w.total();
     vpd_header(w, 0x00, 0x83, 0);
     // NAA, logical unit, binary.
@@ -159,8 +172,16 @@ fn device_identification(w: &mut DataIn<'_>, lu: &LogicalUnit, port: &TargetPort
     if let Some(id) = port.port_id {
         designator(w, proto | 0x01, 0x80 | 0x10 | 0x02, &id);
     }
-    let rel = port.relative_port.to_be_bytes();
-    designator(w, proto | 0x01, 0x80 | 0x10 | 0x04, &[0, 0, rel[0], rel[1]]);
+    w.put(&super::alua::relative_port_designator(
+        port.protocol_id,
+        port.relative_port,
+    ));
+    if let Some(tpg) = tpg {
+        w.put(&super::alua::target_port_group_designator(
+            port.protocol_id,
+            tpg,
+        ));
+    }
     let page_len = w.total() - start - 4;
     w.patch(
         start + 2,

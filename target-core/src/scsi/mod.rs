@@ -168,6 +168,21 @@ pub struct TargetContext<'a> {
     pub port: &'a TargetPort,
     /// Visible LUNs, sorted ascending, without duplicates (REPORT LUNS).
     pub luns: &'a [u16],
+    /// Implicit ALUA, when the subsystem reports asymmetric access: INQUIRY TPGS, the VPD 83h
+    /// target port group designator, REPORT TARGET PORT GROUPS.
+    pub alua: Option<AluaContext<'a>>,
+}
+
+/// The ALUA facts of one command's target port and logical unit.
+#[derive(Clone, Copy, Debug)]
+pub struct AluaContext<'a> {
+    /// The target port group of the port the command came through.
+    pub tpg_id: u16,
+    /// The LU's target port groups, ascending by id (REPORT TARGET PORT GROUPS; the exec layer
+    /// fills it only for that command, empty otherwise).
+    pub tpgs: &'a [crate::ana::TpgEntry],
+    /// The implicit transition time (ANATT) in seconds.
+    pub anatt_secs: u8,
 }
 
 /// Runs the device server for one command.
@@ -195,7 +210,10 @@ pub fn execute(
     };
     // Commands that work without a logical unit.
     match opcode {
-        op::INQUIRY => return checked(&cdb, |c| inquiry::inquiry(c, lu, ctx.port, data_in)),
+        op::INQUIRY => {
+            let tpg = ctx.alua.map(|a| a.tpg_id);
+            return checked(&cdb, |c| inquiry::inquiry(c, lu, ctx.port, tpg, data_in));
+        }
         op::REPORT_LUNS => return checked(&cdb, |c| lun::report_luns(c, ctx.luns, data_in)),
         op::REQUEST_SENSE => return checked(&cdb, |c| request_sense(c, lu, data_in)),
         _ => {}
@@ -223,8 +241,12 @@ pub fn execute(
         },
         op::MAINTENANCE_IN => match c.u8(1) & 0x1F {
             op::SA_REPORT_SUPPORTED_OPCODES => {
-                supported_opcodes::report_supported_opcodes(c, lu, data_in)
+                supported_opcodes::report_supported_opcodes(c, lu, ctx.alua.is_some(), data_in)
             }
+            alua::SA_REPORT_TARGET_PORT_GROUPS => match ctx.alua {
+                Some(a) => alua::report_target_port_groups(cmd.cdb, a.tpgs, a.anatt_secs, data_in),
+                None => Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4))),
+            },
             _ => Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(4))),
         },
         op::MODE_SENSE_6 | op::MODE_SENSE_10 => mode::mode_sense(c, lu, data_in),

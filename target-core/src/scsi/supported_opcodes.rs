@@ -14,6 +14,8 @@ struct Supported {
     sa: Option<u8>,
     usage: &'static [u8],
     unmap_only: bool,
+    /// Only with implicit ALUA (REPORT TARGET PORT GROUPS).
+    alua_only: bool,
 }
 
 const C: u8 = 0x04; // control byte: NACA is examined
@@ -24,6 +26,7 @@ const fn cmd(opcode: u8, usage: &'static [u8]) -> Supported {
         sa: None,
         usage,
         unmap_only: false,
+        alua_only: false,
     }
 }
 
@@ -65,6 +68,7 @@ static COMMANDS: &[Supported] = &[
         sa: None,
         usage: &[0x42, 0x01, 0, 0, 0, 0, 0x1F, 0xFF, 0xFF, C],
         unmap_only: true,
+        alua_only: false,
     },
     cmd(
         op::MODE_SENSE_10,
@@ -113,6 +117,7 @@ static COMMANDS: &[Supported] = &[
             0x01, C,
         ],
         unmap_only: false,
+        alua_only: false,
     },
     cmd(
         op::REPORT_LUNS,
@@ -120,11 +125,19 @@ static COMMANDS: &[Supported] = &[
     ),
     Supported {
         opcode: op::MAINTENANCE_IN,
+        sa: Some(super::alua::SA_REPORT_TARGET_PORT_GROUPS),
+        usage: &[0xA3, 0xEA, 0, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, 0, C],
+        unmap_only: false,
+        alua_only: true,
+    },
+    Supported {
+        opcode: op::MAINTENANCE_IN,
         sa: Some(op::SA_REPORT_SUPPORTED_OPCODES),
         usage: &[
             0xA3, 0x0C, 0x87, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0, C,
         ],
         unmap_only: false,
+        alua_only: false,
     },
     cmd(
         op::READ_12,
@@ -156,6 +169,7 @@ fn timeouts(w: &mut DataIn<'_>) {
 pub(crate) fn report_supported_opcodes(
     cdb: &Cdb<'_>,
     lu: &LogicalUnit,
+    alua: bool,
     data_in: &mut [u8],
 ) -> Verdict {
     let rctd = cdb.bit(2, 7);
@@ -164,7 +178,9 @@ pub(crate) fn report_supported_opcodes(
     let req_sa = cdb.be16(4);
     let alloc = cdb.be32(6);
     let mut w = DataIn::new(data_in, alloc);
-    let available = COMMANDS.iter().filter(|c| !c.unmap_only || lu.unmap);
+    let available = COMMANDS
+        .iter()
+        .filter(|c| (!c.unmap_only || lu.unmap) && (!c.alua_only || alua));
     if options == 0 {
         w.be32(0); // COMMAND DATA LENGTH, patched below
         for c in available {

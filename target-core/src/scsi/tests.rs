@@ -37,7 +37,11 @@ fn run_with(
     data_out: u32,
 ) -> (Verdict, Vec<u8>) {
     let port = port();
-    let ctx = TargetContext { port: &port, luns };
+    let ctx = TargetContext {
+        port: &port,
+        luns,
+        alua: None,
+    };
     let mut padded = [0u8; 16];
     padded[..cdb.len()].copy_from_slice(cdb);
     let mut buf = vec![0u8; 4096];
@@ -202,6 +206,7 @@ fn vpd_lu_designators_do_not_depend_on_the_port() {
         let ctx = TargetContext {
             port: &p,
             luns: &[0],
+            alua: None,
         };
         let mut buf = [0u8; 255];
         let cdb = [op::INQUIRY, 1, 0x83, 0, 255, 0];
@@ -1060,6 +1065,7 @@ fn invalid_opcode_and_control_byte() {
     let ctx = TargetContext {
         port: &port,
         luns: &[],
+        alua: None,
     };
     let mut b = [0u8; 64];
     assert_eq!(
@@ -1097,6 +1103,7 @@ fn linux_bring_up_sequence() {
     let ctx = TargetContext {
         port: &port,
         luns: &luns,
+        alua: None,
     };
     let mut buf = vec![0u8; 4096];
     let mut go = |cdb: &[u8], alloc_buf: usize| {
@@ -1280,6 +1287,7 @@ fn random_cdbs_never_panic() {
         let ctx = TargetContext {
             port: &port,
             luns: &luns,
+            alua: None,
         };
         let lu = match (r >> 20) % 4 {
             3 => None,

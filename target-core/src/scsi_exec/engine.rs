@@ -5,7 +5,9 @@
 use super::lu_map::{LuLimits, LuMap, MappedLu};
 use super::nexus::ItNexus;
 use super::request::{Phase, ScsiAction, ScsiCommand, ScsiReq};
+use crate::ana::TpgEntry;
 use crate::bdev::BdevIo;
+use crate::scsi::alua::{self, AluaState};
 use crate::scsi::ua::{UaCheck, UaQueue};
 use crate::scsi::{self, ScsiStatus, Sense, Verdict};
 use crate::target::{Admission, AdmitKind, PgCore};
@@ -26,6 +28,14 @@ pub(super) fn map_of<'m>(
         maps.resize_with(i + 1, || None);
     }
     maps[i].get_or_insert_with(|| LuMap::build(core, subsystem, limits))
+}
+
+/// Whether a CDB is REPORT TARGET PORT GROUPS.
+fn is_rtpg(cdb: &[u8]) -> bool {
+    cdb.first() == Some(&scsi::cdb::op::MAINTENANCE_IN)
+        && cdb
+            .get(1)
+            .is_some_and(|b| b & 0x1F == alua::SA_REPORT_TARGET_PORT_GROUPS)
 }
 
 /// Whether a host entry (of `nvmf_ns_add_host`) names the initiator of a nexus. The transport
@@ -56,6 +66,8 @@ pub struct ScsiEngine {
     host_matcher: HostMatcher,
     /// REPORT LUNS of a nexus that does not see every LU: reused, no allocation per command.
     visible_luns: Vec<u16>,
+    /// REPORT TARGET PORT GROUPS of an LU: reused, no allocation per command.
+    tpgs: Vec<TpgEntry>,
     scratch: Vec<u8>,
 }
 
@@ -78,6 +90,7 @@ impl ScsiEngine {
             maps: Vec::new(),
             host_matcher: no_host_matches,
             visible_luns: Vec::with_capacity(usize::from(crate::scsi::lun::MAX_LUN) + 1),
+            tpgs: Vec::with_capacity(crate::target::MAX_LISTENERS),
             scratch: vec![0; SCRATCH_LEN],
         }
     }
@@ -228,14 +241,14 @@ impl ScsiEngine {
         let matcher = self.host_matcher;
         // A logical unit the nexus does not see is not there for it: LOGICAL UNIT NOT
         // SUPPORTED, and absent from its REPORT LUNS.
-        let lu = if req.no_lu {
+        let mapped = if req.no_lu {
             None
         } else {
             req.lun
                 .and_then(|l| map.get(l))
                 .filter(|m| sees(matcher, m, nexus))
-                .map(|m| &m.unit)
         };
+        let lu = mapped.map(|m| &m.unit);
         let luns = if map.masked() {
             self.visible_luns.clear();
             self.visible_luns.extend(
@@ -248,13 +261,36 @@ impl ScsiEngine {
         } else {
             map.luns()
         };
-        let ctx = scsi::TargetContext {
-            port: &nexus.port,
-            luns,
-        };
         let cmd = scsi::Command {
             cdb: &req.cdb[..usize::from(req.cdb_len)],
             data_out_len: req.out_len,
+        };
+        // Implicit ALUA: the port's state for the LU's ANA group, from the poll group's
+        // snapshot (no lock); the target port groups only for REPORT TARGET PORT GROUPS.
+        let group = mapped.map(|m| m.ns.anagrpid);
+        let mut alua_state = None;
+        self.tpgs.clear();
+        let mut anatt_secs = crate::ana::DEFAULT_ANATT_SECS;
+        if let (Some(_), Some(listener), Some(group)) = (nexus.tpg_id, &nexus.listener, group) {
+            let mut cache = nexus.ana_cache.get();
+            alua_state = core
+                .ana_state(req.sub, listener, &mut cache, group)
+                .map(AluaState::from_ana);
+            nexus.ana_cache.set(cache);
+            if is_rtpg(cmd.cdb)
+                && let Some(t) = core.alua_tpgs(req.sub, group, &mut self.tpgs)
+            {
+                anatt_secs = t;
+            }
+        }
+        let ctx = scsi::TargetContext {
+            port: &nexus.port,
+            luns,
+            alua: nexus.tpg_id.map(|tpg_id| scsi::AluaContext {
+                tpg_id,
+                tpgs: &self.tpgs,
+                anatt_secs,
+            }),
         };
         // A device server run again (it waited for buffers) delivers what it took before.
         let check = match req.delivering.take() {
@@ -262,7 +298,11 @@ impl ScsiEngine {
             None => ua.check(cmd.cdb),
         };
         let verdict = match check {
-            UaCheck::Proceed => scsi::execute(lu, &ctx, &cmd, &mut self.scratch),
+            UaCheck::Proceed => match alua_state.map(|st| alua::check(st, cmd.cdb)) {
+                // A port that is not active for the LU: NOT READY with the state's ASCQ.
+                Some(Err(sense)) => Verdict::CheckCondition(sense),
+                _ => scsi::execute(lu, &ctx, &cmd, &mut self.scratch),
+            },
             UaCheck::Report(sense) => Verdict::CheckCondition(sense),
             UaCheck::Deliver(sense) => {
                 req.delivering = Some(sense);

@@ -58,11 +58,15 @@
 //!   when wired, the unit attention queue per LU and the cached standing per volume
 //!   (the NVMe counterpart is the controller: host identifier, AEN and log pages);
 //! - per target port (an SRP listener): the ANA state of each group is the ALUA state of
-//!   the port, reported through [`ItNexus::port`].
+//!   the port; the nexus names its listener ([`ItNexus::listener`]) and, with ANA reporting,
+//!   its target port group ([`ItNexus::tpg_id`]); the state is read per command from the
+//!   poll group's ANA snapshot (`PgCore::ana_state`, the index cached in
+//!   [`ItNexus::ana_cache`]), REPORT TARGET PORT GROUPS from the same snapshot
+//!   (`PgCore::alua_tpgs`). The unit attention queue is per channel (the SRP transport's).
 //!
 //! The checks slot into [`ScsiEngine::drive`] between admission and the device server
-//! (unit attention, then ALUA state, then reservation conflict), each a branch when nothing
-//! is pending.
+//! (unit attention, then ALUA state — wired —, then reservation conflict), each a branch when
+//! nothing is pending.
 
 mod engine;
 mod io_bdev;

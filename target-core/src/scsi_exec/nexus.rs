@@ -1,7 +1,10 @@
 //! The I_T nexus a command came through, as the SCSI exec layer sees it.
 
+use std::cell::Cell;
+
 use crate::reservation::{InitiatorPort, Nexus};
 use crate::scsi::TargetPort;
+use crate::target::ListenAddr;
 
 /// One I_T nexus: the initiator port and the target port it logged in through. A SCSI
 /// transport keeps one per session (SRP: per channel, built from its LOGIN_REQ) and passes it
@@ -19,6 +22,16 @@ pub struct ItNexus {
     /// The target port (VPD 0x83 target-port designators; its relative port id is the one
     /// reservations and ALUA name it by).
     pub port: TargetPort,
+    /// The listener the nexus came through: its ANA path, whose state for an LU's group is
+    /// the ALUA state of the port (`None`: every LU is active/optimized through it).
+    pub listener: Option<ListenAddr>,
+    /// The target port group of the port when the subsystem reports asymmetric access
+    /// (`ana_reporting`): implicit ALUA is reported (TPGS, VPD 83h, REPORT TARGET PORT GROUPS)
+    /// and each command is checked against the port's state.
+    pub tpg_id: Option<u16>,
+    /// The index of [`ItNexus::listener`] in the poll group's ANA snapshot, with the snapshot's
+    /// epoch (a memo: the state check finds its path without searching).
+    pub ana_cache: Cell<Option<(u64, usize)>>,
 }
 
 impl ItNexus {
@@ -46,6 +59,9 @@ mod tests {
                 relative_port: 3,
                 port_id: Some([9; 16]),
             },
+            listener: None,
+            tpg_id: None,
+            ana_cache: Cell::new(None),
         };
         let id = n.identity();
         assert_eq!(id.initiator.id, [7; 16]);

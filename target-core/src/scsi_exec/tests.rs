@@ -194,6 +194,9 @@ fn nexus() -> ItNexus {
             relative_port: 1,
             port_id: Some([0x22; 16]),
         },
+        listener: None,
+        tpg_id: None,
+        ana_cache: std::cell::Cell::new(None),
     }
 }
 

@@ -5,7 +5,8 @@
 //! listen address each [`ListenerId`] stands for, and, per listener, the change count at which
 //! its ANA log page last changed (its *log generation*: a controller connected through the
 //! listener gets an ANA change notice when the generation moves past the one it last saw).
-//! Only NVMe-oF listeners are paths of the model; SRP listeners (SCSI ALUA) are not wired yet.
+//! Every listener is a path of the model; an SRP listener is also a SCSI target port
+//! ([`ScsiPort`], its ids from [`super::scsi_port`]) whose states are its ALUA states.
 //!
 //! [`PgAna`] is what a poll group keeps per subsystem, rebuilt on every resume: each listener's
 //! [`PathView`] and log generation. Admission reads it per command without a lock.
@@ -21,15 +22,8 @@ use super::subsystem::{ListenAddr, Subsystem};
 use super::{Target, not_found};
 use crate::ana::{
     ActiveActive, AnaConfig, AnaError, AnaEvents, AnaModel, AnaState, ListenerId, PathView,
+    ScsiPort, TpgEntry,
 };
-
-/// The transport whose listeners are not ANA paths (SCSI ALUA is not wired yet).
-pub const NON_ANA_TRANSPORT: &str = "SRP";
-
-/// Whether a listener of this transport is an ANA path.
-pub fn is_ana_path(addr: &ListenAddr) -> bool {
-    !addr.trtype.eq_ignore_ascii_case(NON_ANA_TRANSPORT)
-}
 
 /// The ANA state of a subsystem created with `ana_reporting`.
 #[derive(Debug, Clone)]
@@ -39,6 +33,9 @@ pub struct SubsystemAna {
     ids: Vec<(ListenAddr, ListenerId)>,
     next_id: u32,
     gens: BTreeMap<ListenerId, u64>,
+    /// Per NSID, the count of ALUA changes at its last one (see [`PgAna::alua`]).
+    alua_gens: BTreeMap<u32, u64>,
+    alua_count: u64,
 }
 
 impl SubsystemAna {
@@ -49,6 +46,8 @@ impl SubsystemAna {
             ids: Vec::new(),
             next_id: 1,
             gens: BTreeMap::new(),
+            alua_gens: BTreeMap::new(),
+            alua_count: 0,
         })
     }
 
@@ -62,10 +61,15 @@ impl SubsystemAna {
         self.gens.get(&id).copied().unwrap_or(0)
     }
 
-    /// Adds a listener whose every group starts in `initial`.
-    pub fn add_listener(&mut self, addr: &ListenAddr, initial: AnaState) -> Result<(), AnaError> {
+    /// Adds a listener whose every group starts in `initial`; `scsi` for an SRP listener.
+    pub fn add_listener(
+        &mut self,
+        addr: &ListenAddr,
+        initial: AnaState,
+        scsi: Option<ScsiPort>,
+    ) -> Result<(), AnaError> {
         let id = ListenerId(self.next_id);
-        let ev = self.model.add_listener(id, initial, None)?;
+        let ev = self.model.add_listener(id, initial, scsi)?;
         self.next_id += 1;
         self.ids.push((addr.clone(), id));
         self.gens.insert(id, self.model.change_count());
@@ -73,7 +77,7 @@ impl SubsystemAna {
         Ok(())
     }
 
-    /// Removes a listener (unknown ones are ignored: SRP listeners are not in the model).
+    /// Removes a listener (unknown ones are ignored).
     pub fn remove_listener(&mut self, addr: &ListenAddr) {
         if let Some(id) = self.id_of(addr) {
             if let Ok(ev) = self.model.remove_listener(id) {
@@ -170,6 +174,12 @@ impl SubsystemAna {
         for id in &ev.ana_changed {
             self.gens.insert(*id, ev.change_count);
         }
+        if !ev.alua_changed.is_empty() {
+            self.alua_count += 1;
+            for &nsid in &ev.alua_changed {
+                self.alua_gens.insert(nsid, self.alua_count);
+            }
+        }
     }
 
     /// The snapshot poll groups keep.
@@ -183,9 +193,12 @@ impl SubsystemAna {
                         addr: a.clone(),
                         view: self.model.path_view(*id)?,
                         generation: self.generation(*id),
+                        scsi: self.model.scsi_port(*id),
                     })
                 })
                 .collect(),
+            alua: self.alua_gens.iter().map(|(&n, &g)| (n, g)).collect(),
+            anatt_secs: self.model.config().anatt_secs,
         }
     }
 }
@@ -268,10 +281,7 @@ impl Target {
             }
             let a = c.ana.as_ref().ok_or_else(|| not_ana(nqn))?;
             let id = a.id_of(addr).ok_or_else(|| {
-                CoreError::Invalid(format!(
-                    "{} listeners are not ANA paths (SCSI ALUA is not wired)",
-                    addr.trtype
-                ))
+                CoreError::Internal(format!("listener {addr} is not in the model"))
             })?;
             Ok((
                 id,
@@ -339,18 +349,58 @@ pub(crate) struct PgPath {
     pub addr: ListenAddr,
     pub view: PathView,
     pub generation: u64,
+    /// Set for an SRP listener: its SCSI target port ids.
+    pub scsi: Option<ScsiPort>,
 }
 
 /// A subsystem's ANA paths on one poll group.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub(crate) struct PgAna {
     pub paths: Vec<PgPath>,
+    /// Per namespace whose SCSI target port group states ever changed, the generation of its
+    /// last change (ascending by NSID): a moved generation is an ASYMMETRIC ACCESS STATE
+    /// CHANGED unit attention on every nexus of the LU.
+    pub alua: Vec<(u32, u64)>,
+    /// ANATT: the implicit transition time REPORT TARGET PORT GROUPS reports.
+    pub anatt_secs: u8,
 }
 
 impl PgAna {
     /// The index of the path for `addr`.
     pub fn find(&self, addr: &ListenAddr) -> Option<usize> {
         self.paths.iter().position(|p| p.addr == *addr)
+    }
+
+    /// The NSIDs whose ALUA generation differs from `old`'s (none without an `old`: nobody
+    /// has seen the states yet).
+    pub fn alua_moved(&self, old: Option<&PgAna>) -> Vec<u32> {
+        let Some(old) = old else {
+            return Vec::new();
+        };
+        self.alua
+            .iter()
+            .filter(|(n, g)| !old.alua.iter().any(|(m, h)| m == n && h == g))
+            .map(|&(n, _)| n)
+            .collect()
+    }
+
+    /// The target port groups of an LU whose namespace is in `group`, one per SRP listener,
+    /// ascending by group id, into `out` (cleared first; reused, so no allocation once it has
+    /// grown to the number of listeners).
+    pub fn tpgs(&self, group: u32, out: &mut Vec<TpgEntry>) {
+        out.clear();
+        for p in &self.paths {
+            let (Some(port), Some(state)) = (p.scsi, p.view.state(group)) else {
+                continue;
+            };
+            out.push(TpgEntry {
+                tpg_id: port.tpg_id,
+                relative_port: port.relative_port,
+                state,
+                altered: p.view.altered(group),
+            });
+        }
+        out.sort_unstable_by_key(|t| t.tpg_id);
     }
 
     /// Whether any listener's log generation differs from `old`'s.
@@ -374,8 +424,9 @@ mod tests {
     #[test]
     fn generations_move_only_for_the_listener_whose_log_changed() {
         let mut a = SubsystemAna::new(4).unwrap();
-        a.add_listener(&addr("4420"), AnaState::Optimized).unwrap();
-        a.add_listener(&addr("4421"), AnaState::Inaccessible)
+        a.add_listener(&addr("4420"), AnaState::Optimized, None)
+            .unwrap();
+        a.add_listener(&addr("4421"), AnaState::Inaccessible, None)
             .unwrap();
         a.add_namespace(1, 1, ActiveActive::Unsafe).unwrap();
         let (l1, l2) = (

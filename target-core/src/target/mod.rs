@@ -7,6 +7,7 @@
 mod ana;
 mod error;
 mod poll_group;
+pub mod scsi_port;
 mod state;
 mod subsystem;
 
@@ -18,7 +19,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use serde_json::{Value, json};
 
-pub use ana::{NON_ANA_TRANSPORT, SubsystemAna, is_ana_path};
+pub use ana::SubsystemAna;
 pub use error::CoreError;
 pub use poll_group::{
     Admission, AdmitKind, NsGroup, NsInfo, PgCore, PgStats, PollGroup, TAG_MASK,
@@ -657,7 +658,7 @@ impl Target {
     /// Adds a listener whose every ANA group starts in `ana_state` (SPDK's `ana_state` of
     /// `nvmf_subsystem_add_listener`: atomic with the listener, so a new path can come up
     /// inaccessible). `None` is optimized. A state other than optimized needs a subsystem
-    /// with ANA reporting and an NVMe-oF listener.
+    /// with ANA reporting. An SRP listener gets its SCSI port ids ([`scsi_port::assign`]).
     pub async fn add_listener_ana(
         self: &Arc<Self>,
         nqn: &str,
@@ -674,17 +675,11 @@ impl Target {
                      ana_reporting (every listener is optimized)"
                 )));
             }
-            if !is_ana_path(&addr) {
-                return Err(CoreError::Invalid(format!(
-                    "ana_state {initial} is not supported: {} listeners are not ANA paths \
-                     (SCSI ALUA is not wired)",
-                    addr.trtype
-                )));
-            }
         }
         let t = Arc::clone(self);
         let nqn = nqn.to_string();
         let f = Box::new(move |s: &Arc<Subsystem>| {
+            let mut addr = addr;
             {
                 let c = s.config.read();
                 if c.listeners.contains(&addr) {
@@ -697,11 +692,11 @@ impl Target {
                         "subsystem {nqn} has the maximum of {MAX_LISTENERS} listeners"
                     )));
                 }
+                // An SRP listener is a SCSI target port: its relative port and group ids.
+                scsi_port::assign(&mut addr, &c.listeners)?;
             }
-            if is_ana_path(&addr)
-                && let Some(a) = s.config.write().ana.as_mut()
-            {
-                a.add_listener(&addr, initial)
+            if let Some(a) = s.config.write().ana.as_mut() {
+                a.add_listener(&addr, initial, scsi_port::scsi_port(&addr))
                     .map_err(|e| CoreError::Invalid(e.to_string()))?;
             }
             if let Err(e) = t.ref_listener(&addr) {

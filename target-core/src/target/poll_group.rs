@@ -15,7 +15,7 @@ use super::ana::PgAna;
 use super::error::CoreError;
 use super::state::PauseScope;
 use super::subsystem::{ListenAddr, Namespace, Subsystem};
-use crate::ana::AnaState;
+use crate::ana::{AnaState, TpgEntry};
 use crate::bdev::{BdevIo, IoChannel, IoType};
 use crate::reactor::{ReactorCtx, Step};
 use crate::registry::TransportPollGroup;
@@ -373,20 +373,34 @@ impl PgCore {
         Some(ana.paths.get(ana.find(addr)?)?.generation)
     }
 
-    /// Rebuilds the ANA snapshot of a subsystem; true when a listener's log generation moved.
-    fn sync_ana(&mut self, id: u32) -> bool {
+    /// The target port groups of an LU of a subsystem whose namespace is in ANA `group`, into
+    /// `out` (see `PgAna::tpgs`), and the implicit transition time; `None` without ANA
+    /// reporting. No lock; no allocation once `out` has grown.
+    pub fn alua_tpgs(&self, subsystem: u32, group: u32, out: &mut Vec<TpgEntry>) -> Option<u8> {
+        let ana = self.sg(subsystem)?.ana.as_ref()?;
+        ana.tpgs(group, out);
+        Some(ana.anatt_secs)
+    }
+
+    /// Rebuilds the ANA snapshot of a subsystem: whether a listener's log generation moved,
+    /// and the namespaces whose SCSI target port group states changed.
+    fn sync_ana(&mut self, id: u32) -> (bool, Vec<u32>) {
         let Some(sg) = self.sg_mut(id) else {
-            return false;
+            return (false, Vec::new());
         };
         let now = sg.sub.with_config(|c| c.ana.as_ref().map(|a| a.snapshot()));
         let moved = now
             .as_ref()
             .is_some_and(|n| n.generations_moved(sg.ana.as_ref()));
+        let alua = now
+            .as_ref()
+            .map(|n| n.alua_moved(sg.ana.as_ref()))
+            .unwrap_or_default();
         if now != sg.ana {
             sg.ana = now;
             sg.ana_epoch += 1;
         }
-        moved
+        (moved, alua)
     }
 
     /// The namespace `nsid` of a subsystem on this poll group.
@@ -857,7 +871,7 @@ impl PollGroup {
                     Ok(c) => c,
                     Err(e) => return step.next(Err(e)),
                 };
-                let ana_moved = self.core.sync_ana(id);
+                let (ana_moved, alua_changed) = self.core.sync_ana(id);
                 let sg = self.core.sg_mut(id).expect("checked");
                 sg.state = SgState::Active;
                 sg.pausing_ns = 0;
@@ -870,6 +884,11 @@ impl PollGroup {
                 if !changed.is_empty() || ana_moved {
                     for t in self.transports.iter_mut().flatten() {
                         t.namespaces_changed(&mut self.core, id, &changed);
+                    }
+                }
+                if !alua_changed.is_empty() {
+                    for t in self.transports.iter_mut().flatten() {
+                        t.alua_changed(&mut self.core, id, &alua_changed);
                     }
                 }
                 for q in queued {

@@ -797,18 +797,7 @@ impl SrpFixture {
     /// Adds a namespace backed by a gated malloc bdev (I/O parks while the gate is closed);
     /// returns its NSID and the gate.
     pub fn gated(&self, name: &str, blocks: u64) -> (u32, std::sync::Arc<crate::gate::Gate>) {
-        let inner: std::sync::Arc<dyn target_core::bdev::Bdev> =
-            target_core::bdev::MallocBdev::create(target_core::bdev::MallocParams {
-                name: format!("{name}_inner"),
-                num_blocks: blocks,
-                block_size: BS,
-                physical_block_size: 0,
-                uuid: None,
-                optimal_io_boundary: 0,
-            })
-            .expect("malloc");
-        let (b, gate) = crate::gate::GateBdev::new(name, inner);
-        self.t.target.bdevs().register(b).expect("register");
+        let gate = self.t.gated(name, blocks, BS);
         (self.t.add_ns(&self.nqn, name), gate)
     }
 

@@ -70,9 +70,10 @@ pub(super) struct Chan {
     /// The I_T nexus as target-core's SCSI engine sees it.
     pub scsi: ItNexus,
     /// Unit attentions pending for this channel's nexus (REPORTED LUNS DATA HAS CHANGED when
-    /// the subsystem's namespaces or their visibility change). Kept per channel: a change is
-    /// reported once on each channel of a multi-channel nexus, which only makes the initiator
-    /// look again.
+    /// the subsystem's namespaces or their visibility change, ASYMMETRIC ACCESS STATE CHANGED
+    /// when the ALUA states of an LU it sees change). Kept per channel, not per LU: a change is
+    /// reported once on each channel of a multi-channel nexus, by the first command to any of
+    /// its LUs, which only makes the initiator look again.
     pub ua: UaQueue<4>,
     pub cntlid: u16,
     pub peer: SocketAddr,
@@ -416,7 +417,7 @@ impl SrpPg {
             sub_id: nc.sub.id(),
             sub: Arc::clone(&nc.sub),
             nexus: nc.nexus,
-            scsi: super::req::scsi_nexus(&nc.nexus),
+            scsi: super::req::scsi_nexus(&nc.nexus, &nc.sub, &nc.listen),
             ua: UaQueue::empty(),
             cntlid: 0,
             peer: nc.peer,

@@ -25,7 +25,7 @@ use target_core::reactor::Step;
 use target_core::reservation::InitiatorPort;
 use target_core::scsi::{self, PROTOCOL_ID_SRP, ScsiIo, Sense, TargetPort};
 use target_core::scsi_exec::{ItNexus, ScsiAction, ScsiCommand, ScsiEngine, ScsiReq};
-use target_core::target::{PgCore, with_transport_pg};
+use target_core::target::{ListenAddr, PgCore, Subsystem, scsi_port, with_transport_pg};
 
 use super::channel_driver::{iu_bytes, srq_bufs};
 use super::descriptors::{self, XferError};
@@ -151,15 +151,28 @@ impl Req {
     }
 }
 
-/// The SCSI engine's view of a channel's I_T nexus.
-pub(super) fn scsi_nexus(nexus: &NexusKey) -> ItNexus {
+/// The SCSI engine's view of a channel's I_T nexus, logged in through `listen` of `sub`: the
+/// listener's relative target port id and, when the subsystem reports asymmetric access, its
+/// target port group (implicit ALUA).
+pub(super) fn scsi_nexus(nexus: &NexusKey, sub: &Subsystem, listen: &ListenAddr) -> ItNexus {
+    let (port, ana) = sub.with_config(|c| {
+        let port = c
+            .listeners
+            .iter()
+            .find(|l| *l == listen)
+            .and_then(scsi_port::scsi_port);
+        (port, c.ana.is_some())
+    });
     ItNexus {
         initiator: InitiatorPort::srp(nexus.initiator.0),
         port: TargetPort {
             protocol_id: PROTOCOL_ID_SRP,
-            relative_port: 1,
+            relative_port: port.map_or(1, |p| p.relative_port),
             port_id: Some(nexus.target.0),
         },
+        listener: Some(listen.clone()),
+        tpg_id: port.filter(|_| ana).map(|p| p.tpg_id),
+        ana_cache: std::cell::Cell::new(None),
     }
 }
 
