@@ -9,6 +9,7 @@ mod error;
 mod poll_group;
 mod state;
 mod subsystem;
+mod volume_resv;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -30,6 +31,7 @@ pub use subsystem::{
     HostDhchap, ListenAddr, MAX_LISTENERS, Namespace, Subsystem, SubsystemConfig, SubsystemType,
     validate_ascii_field, validate_nqn,
 };
+pub use volume_resv::VolumeReservation;
 
 use crate::bdev::{BdevRegistry, Claim};
 use crate::reactor::{PollStatus, Reactors};
@@ -797,6 +799,18 @@ impl Target {
                 holder: nqn.to_string(),
             },
         )?;
+        // The volume's reservation state, from its ptpl_file (a decode error fails the RPC).
+        let bdev_uuid = bdev.uuid();
+        let reservation = match VolumeReservation::load(
+            p.ptpl_file.as_deref().map(std::path::Path::new),
+            bdev_uuid,
+        ) {
+            Ok(r) => Arc::new(r),
+            Err(e) => {
+                self.bdevs.release(&p.bdev_name);
+                return Err(CoreError::Invalid(e.to_string()));
+            }
+        };
         let scope = if p.nsid == 0 {
             PauseScope::Admin
         } else {
@@ -853,6 +867,7 @@ impl Target {
                     no_auto_visible: pp.no_auto_visible,
                     visible_hosts: Vec::new(),
                     ptpl_file: pp.ptpl_file.clone(),
+                    reservation: Arc::clone(&reservation),
                 },
             );
             s.ns_generation.fetch_add(1, Ordering::AcqRel);
