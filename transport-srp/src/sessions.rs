@@ -150,6 +150,9 @@ impl Sessions {
             if e.channels == 0 {
                 let e = g.sessions.remove(&key).expect("present");
                 e.sub.remove_controller(e.cntlid);
+                // The I_T nexus is gone: its SPC-2 reservations go with it.
+                e.sub
+                    .scsi_nexus_lost(crate::runtime::scsi_nexus(&key.0).identity());
             } else {
                 let n = e.channels;
                 e.sub.update_controller(e.cntlid, |i| i.num_io_qpairs = n);

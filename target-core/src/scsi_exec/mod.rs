@@ -69,6 +69,7 @@ mod io_bdev;
 mod lu_map;
 mod nexus;
 mod request;
+mod reservation;
 #[cfg(test)]
 mod tests;
 

@@ -44,6 +44,7 @@ use crate::transport::Shared;
 
 use channel_driver::Chan;
 pub(crate) use channel_driver::NewChannel;
+pub(crate) use req::scsi_nexus;
 
 /// Work-request kinds (top byte of a `wr_id`).
 mod kind {

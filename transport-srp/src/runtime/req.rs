@@ -152,7 +152,7 @@ impl Req {
 }
 
 /// The SCSI engine's view of a channel's I_T nexus.
-pub(super) fn scsi_nexus(nexus: &NexusKey) -> ItNexus {
+pub(crate) fn scsi_nexus(nexus: &NexusKey) -> ItNexus {
     ItNexus {
         initiator: InitiatorPort::srp(nexus.initiator.0),
         port: TargetPort {
