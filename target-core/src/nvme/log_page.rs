@@ -178,6 +178,10 @@ fn effects(b: &mut [u8; 4096]) {
         (io_opc::COMPARE, CSUPP),
         (io_opc::WRITE_ZEROES, CSUPP | LBCC),
         (io_opc::DATASET_MANAGEMENT, CSUPP | LBCC),
+        (super::resv::opc::REGISTER, CSUPP),
+        (super::resv::opc::REPORT, CSUPP),
+        (super::resv::opc::ACQUIRE, CSUPP),
+        (super::resv::opc::RELEASE, CSUPP),
     ] {
         le::put_u32(b, 1024 + usize::from(opc) * 4, eff);
     }

@@ -343,7 +343,7 @@ fn linux_connect_sequence() {
     assert_eq!(id[513], 0x44);
     assert_eq!(le::u16_at(&id, ctrl_off::MAXCMD), 128);
     assert_eq!(le::u32_at(&id, ctrl_off::NN), 32);
-    assert_eq!(le::u16_at(&id, ctrl_off::ONCS), 0x0D);
+    assert_eq!(le::u16_at(&id, ctrl_off::ONCS), 0x2D);
     assert_eq!(id[ctrl_off::VWC], 0x05);
     assert_eq!(le::u32_at(&id, ctrl_off::SGLS), 0x0010_0005);
     assert_eq!(
@@ -1088,7 +1088,7 @@ fn identify_without_volatile_cache_or_in_capsule() {
     let view = t.view();
     let (_, id) = run(&mut ctrl, &view, identify(cns::CONTROLLER, 0), 4096, now);
     assert_eq!(id[ctrl_off::VWC], 0);
-    assert_eq!(le::u16_at(&id, ctrl_off::ONCS), 0x05);
+    assert_eq!(le::u16_at(&id, ctrl_off::ONCS), 0x25);
     assert_eq!(le::u32_at(&id, ctrl_off::SGLS), 0x5);
     assert_eq!(le::u32_at(&id, ctrl_off::IOCCSZ), 4);
     assert_eq!(id[ctrl_off::MDTS], 8);

@@ -30,6 +30,7 @@ pub fn namespace_view(n: &NsInfo) -> NamespaceView {
         supports_write_zeroes: n.write_zeroes,
         read_only: !n.writable,
         ready: true,
+        rescap: crate::nvme::resv::rescap(n.ptpl_capable),
     }
 }
 
@@ -204,6 +205,7 @@ mod tests {
             writable: false,
             visible_hosts: None,
             anagrpid: 3,
+            ptpl_capable: false,
         };
         let v = namespace_view(&n);
         assert_eq!((v.nsid, v.block_size, v.num_blocks), (3, 4096, 10));

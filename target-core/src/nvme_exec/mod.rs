@@ -46,6 +46,7 @@ mod fabrics_cmd;
 mod io_cmd_bdev;
 mod queue;
 mod request;
+mod resv_cmd;
 
 pub use admin_cmd::namespace_view;
 pub use association::Association;

@@ -66,6 +66,8 @@ pub struct NsInfo {
     pub visible_hosts: Option<Arc<[String]>>,
     /// The ANA group (meaningful with ANA reporting).
     pub anagrpid: u32,
+    /// The volume's reservation state can persist through power loss (a `ptpl_file`).
+    pub ptpl_capable: bool,
 }
 
 impl NsInfo {
@@ -86,6 +88,7 @@ impl NsInfo {
             writable: b.supports(IoType::Write),
             visible_hosts: ns.visibility(),
             anagrpid: ns.anagrpid,
+            ptpl_capable: ns.ptpl_file.is_some(),
         }
     }
 

@@ -1,0 +1,258 @@
+//! NVMe reservations over NVMe-oF/RDMA (docs/reservations.md): two hosts with distinct Host
+//! Identifiers on one subsystem register, acquire, preempt, release and clear, and see
+//! Reservation Conflict (83h) where the reservation forbids their commands. The state is the
+//! volume's, shared with SCSI: an NVMe host's reservation blocks an SRP initiator's write to
+//! the same bdev, and an SRP initiator's blocks the NVMe host's.
+
+use rtgt_tests::TestTarget;
+use rtgt_tests::nvme_host::{ConnectOpts, Data, HostCtrl, HostQueue, NvmfEnv, read_sqe, write_sqe};
+use rtgt_tests::srp_initiator::{SrpFixture, pr};
+use serde_json::json;
+use target_core::nvme::resv::{ONCS_RESERVATIONS, RESERVATION_CONFLICT, opc};
+use target_core::nvme::{Sqe, Status};
+
+const NQN: &str = "nqn.2016-06.io.spdk:resv";
+const HOST_A: &str = "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-0000-0000-0000-00000000000a";
+const HOST_B: &str = "nqn.2014-08.org.nvmexpress:uuid:bbbbbbbb-0000-0000-0000-00000000000b";
+const WE: u32 = 1;
+const EA: u32 = 2;
+
+fn host(
+    fabric: &fabric::Fabric,
+    to: std::net::SocketAddr,
+    subnqn: &str,
+    hostnqn: &str,
+    id: u8,
+) -> HostCtrl {
+    let mut o = ConnectOpts::new(subnqn, hostnqn);
+    o.src = Some(rtgt_tests::HOST_IP.parse().unwrap());
+    o.hostid = [id; 16];
+    o.io_queues = 1;
+    HostCtrl::connect(fabric, to, o).expect("connect")
+}
+
+fn keys(a: u64, b: u64) -> [u8; 16] {
+    let mut d = [0u8; 16];
+    d[..8].copy_from_slice(&a.to_le_bytes());
+    d[8..].copy_from_slice(&b.to_le_bytes());
+    d
+}
+
+fn resv_cmd(q: &mut HostQueue, opcode: u8, cdw10: u32, data: &[u8]) -> Status {
+    let mut s = Sqe::new(opcode, 0);
+    s.set_nsid(1).set_cdw(10, cdw10);
+    q.cmd(s, Data::InCapsule(data)).unwrap().cqe.status
+}
+
+/// Reservation Register: RREGA 0 register, 1 unregister, 2 replace.
+fn register(q: &mut HostQueue, rrega: u32, crkey: u64, nrkey: u64) -> Status {
+    resv_cmd(q, opc::REGISTER, rrega, &keys(crkey, nrkey))
+}
+
+/// Reservation Acquire: RACQA 0 acquire, 1 preempt, 2 preempt and abort.
+fn acquire(q: &mut HostQueue, racqa: u32, rtype: u32, crkey: u64, prkey: u64) -> Status {
+    resv_cmd(q, opc::ACQUIRE, racqa | rtype << 8, &keys(crkey, prkey))
+}
+
+/// Reservation Release: RRELA 0 release, 1 clear.
+fn release(q: &mut HostQueue, rrela: u32, rtype: u32, crkey: u64) -> Status {
+    resv_cmd(q, opc::RELEASE, rrela | rtype << 8, &keys(crkey, 0)[..8])
+}
+
+/// Reservation Report (extended): generation, type, and (key, holder, host id) per
+/// registrant.
+fn report(q: &mut HostQueue) -> (u32, u8, Vec<(u64, bool, [u8; 16])>) {
+    let mut s = Sqe::new(opc::REPORT, 0);
+    s.set_nsid(1).set_cdw(10, 4096 / 4 - 1).set_cdw(11, 1);
+    let c = q
+        .cmd(
+            s,
+            Data::KeyedRead {
+                len: 4096,
+                invalidate: false,
+            },
+        )
+        .unwrap()
+        .ok()
+        .expect("report");
+    let d = c.data;
+    let generation = u32::from_le_bytes(d[..4].try_into().unwrap());
+    let regctl = u16::from_le_bytes([d[5], d[6]]) as usize;
+    let regs = (0..regctl)
+        .map(|i| {
+            let e = &d[64 + i * 64..128 + i * 64];
+            let mut id = [0u8; 16];
+            id.copy_from_slice(&e[16..32]);
+            (
+                u64::from_le_bytes(e[8..16].try_into().unwrap()),
+                e[2] & 1 != 0,
+                id,
+            )
+        })
+        .collect();
+    (generation, d[4], regs)
+}
+
+fn write(q: &mut HostQueue) -> Status {
+    q.cmd(
+        write_sqe(1, 0, 1),
+        Data::KeyedWrite {
+            bytes: &[0x5A; 512],
+            invalidate: false,
+        },
+    )
+    .unwrap()
+    .cqe
+    .status
+}
+
+fn read(q: &mut HostQueue) -> Status {
+    q.cmd(
+        read_sqe(1, 0, 1),
+        Data::KeyedRead {
+            len: 512,
+            invalidate: false,
+        },
+    )
+    .unwrap()
+    .cqe
+    .status
+}
+
+const OK: Status = Status::SUCCESS;
+
+#[test]
+fn two_nvme_hosts_register_acquire_preempt_release_and_clear() {
+    let e = NvmfEnv::new(2, json!({}));
+    e.t.subsystem(NQN, true);
+    e.t.malloc("m", 2048, 512);
+    e.t.add_ns(NQN, "m");
+    e.t.listen(NQN, "RDMA", 4420);
+    let mut a = host(&e.t.fabric, e.to, NQN, HOST_A, 0xA1);
+    let mut b = host(&e.t.fabric, e.to, NQN, HOST_B, 0xB2);
+
+    // What the host is told: ONCS Reservations, RESCAP (all six types, IEKEY semantics).
+    let id = a.identify(1, 0).unwrap();
+    assert_ne!(
+        u16::from_le_bytes([id[520], id[521]]) & ONCS_RESERVATIONS,
+        0,
+        "ONCS bit 5"
+    );
+    let ns = a.identify(0, 1).unwrap();
+    assert_eq!(ns[31], 0xFE, "RESCAP: no PTPL without a ptpl_file");
+
+    let (qa, qb) = (&mut a.io[0], &mut b.io[0]);
+    assert_eq!(register(qa, 0, 0, 0xAA), OK);
+    assert_eq!(register(qb, 0, 0, 0xBB), OK);
+    assert_eq!(
+        register(qb, 0, 0, 0xBC),
+        RESERVATION_CONFLICT,
+        "another key"
+    );
+    let (generation, rtype, regs) = report(qb);
+    assert_eq!((generation, rtype), (2, 0));
+    assert_eq!(
+        regs,
+        vec![(0xAA, false, [0xA1; 16]), (0xBB, false, [0xB2; 16])]
+    );
+
+    // A takes Write Exclusive: B's writes conflict, its reads pass.
+    assert_eq!(acquire(qa, 0, WE, 0xAA, 0), OK);
+    assert_eq!(write(qb), RESERVATION_CONFLICT, "registrant's write");
+    assert_eq!(read(qb), OK, "registrant's read");
+    assert_eq!(write(qa), OK, "holder's write");
+    assert_eq!(acquire(qb, 0, WE, 0xBB, 0), RESERVATION_CONFLICT);
+    assert_eq!(
+        acquire(qa, 0, WE, 0xAB, 0),
+        RESERVATION_CONFLICT,
+        "wrong key"
+    );
+    let (_, rtype, regs) = report(qb);
+    assert_eq!((rtype, regs[0].1, regs[1].1), (1, true, false));
+
+    // B preempts A: A's registration goes, B holds Exclusive Access.
+    assert_eq!(acquire(qb, 1, EA, 0xBB, 0xAA), OK);
+    assert_eq!(write(qa), RESERVATION_CONFLICT);
+    assert_eq!(
+        read(qa),
+        RESERVATION_CONFLICT,
+        "Exclusive Access: reads too"
+    );
+    assert_eq!(write(qb), OK);
+    let (_, rtype, regs) = report(qa);
+    assert_eq!((rtype, regs), (2, vec![(0xBB, true, [0xB2; 16])]));
+
+    // Release with the wrong type is refused; with the right one everyone writes again.
+    assert_eq!(release(qb, 0, WE, 0xBB), Status::INVALID_FIELD);
+    assert_eq!(release(qb, 0, EA, 0xBB), OK);
+    assert_eq!(write(qa), OK);
+
+    // Clear removes every registration.
+    assert_eq!(register(qa, 0, 0, 0xA2), OK);
+    assert_eq!(acquire(qa, 0, WE, 0xA2, 0), OK);
+    assert_eq!(release(qb, 1, 0, 0xBB), OK);
+    let (_, rtype, regs) = report(qa);
+    assert_eq!((rtype, regs.len()), (0, 0));
+    assert_eq!(write(qb), OK);
+}
+
+#[test]
+fn one_reservation_state_for_nvme_and_srp_on_one_bdev() {
+    let t = TestTarget::start(2);
+    t.transport("RDMA", json!({}));
+    let fx = SrpFixture::on(t, json!({}), 1, 2048);
+    fx.t.listen(&fx.nqn, "RDMA", 4420);
+    let to = format!("{}:4420", rtgt_tests::TARGET_IP).parse().unwrap();
+    let mut n = host(&fx.t.fabric, to, &fx.nqn, HOST_A, 0xA1);
+    let mut s = fx.login(0x5254_0012_3456_0001);
+    let q = &mut n.io[0];
+
+    // The NVMe host's Write Exclusive blocks the SRP initiator's writes, not its reads.
+    assert_eq!(register(q, 0, 0, 0xAA), OK);
+    assert_eq!(acquire(q, 0, WE, 0xAA, 0), OK);
+    assert_eq!(pr::write(&mut s).status, pr::CONFLICT, "SRP write");
+    assert_eq!(pr::read(&mut s).status, pr::GOOD, "SRP read");
+    assert_eq!(
+        pr::read_keys(&mut s).1,
+        vec![0xAA],
+        "SCSI sees the NVMe key"
+    );
+    assert_eq!(
+        pr::read_reservation(&mut s),
+        Some((0xAA, pr::WRITE_EXCLUSIVE))
+    );
+    assert_eq!(write(q), OK);
+
+    // The SRP initiator preempts the NVMe host with Exclusive Access: NVMe reads and writes
+    // conflict.
+    assert_eq!(
+        pr::pr_out(&mut s, pr::REGISTER, 0, 0, 0x55).status,
+        pr::GOOD
+    );
+    assert_eq!(
+        pr::pr_out(&mut s, pr::PREEMPT, pr::EXCLUSIVE_ACCESS, 0x55, 0xAA).status,
+        pr::GOOD
+    );
+    assert_eq!(write(q), RESERVATION_CONFLICT, "NVMe write");
+    assert_eq!(read(q), RESERVATION_CONFLICT, "NVMe read");
+    assert_eq!(pr::write(&mut s).status, pr::GOOD);
+    let (_, rtype, regs) = report(q);
+    assert_eq!(rtype, 2, "Exclusive Access in NVMe's code");
+    assert_eq!(regs.len(), 1);
+    assert_eq!(regs[0].0, 0x55);
+    assert!(regs[0].1, "the SCSI holder");
+    assert_eq!(
+        regs[0].2,
+        [
+            0, 0, 0, 0, 0, 0, 0, 0, 0x52, 0x54, 0, 0x12, 0x34, 0x56, 0, 1
+        ]
+    );
+
+    // An SPC-2 RESERVE(6) from the SRP initiator refuses NVMe reads too.
+    assert_eq!(pr::pr_out(&mut s, pr::CLEAR, 0, 0x55, 0).status, pr::GOOD);
+    assert_eq!(read(q), OK);
+    assert_eq!(pr::six(&mut s, 0x16).status, pr::GOOD);
+    assert_eq!(read(q), RESERVATION_CONFLICT, "RESERVE(6) vs NVMe read");
+    assert_eq!(pr::six(&mut s, 0x17).status, pr::GOOD);
+    assert_eq!(read(q), OK);
+}
