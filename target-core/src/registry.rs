@@ -417,6 +417,17 @@ pub trait TransportPollGroup: Any {
     /// Subsystems, listeners or allowed hosts changed: NVMe transports tell the discovery
     /// controllers whose admin queue lives here when the log their host sees changed.
     fn discovery_changed(&mut self, _core: &mut PgCore) {}
+    /// Reservation notices for NVMe hosts on namespace `nsid` of a subsystem: NVMe transports
+    /// hand them to the admin queues here whose host is a recipient
+    /// (`nvme_exec::Queue::reservation_notices`) and complete the parked AERs it returns.
+    fn reservation_notices(
+        &mut self,
+        _core: &mut PgCore,
+        _subsystem: u32,
+        _nsid: u32,
+        _notices: &[(crate::reservation::HostId, crate::reservation::NoticeKind)],
+    ) {
+    }
     /// Disconnects the connections of one host of a subsystem (the host was removed).
     fn disconnect_host(&mut self, _core: &mut PgCore, _subsystem: u32, _host: &str) {}
     /// Describes the connections on this poll group (all, or those of one subsystem), for

@@ -256,3 +256,133 @@ fn one_reservation_state_for_nvme_and_srp_on_one_bdev() {
     assert_eq!(pr::six(&mut s, 0x17).status, pr::GOOD);
     assert_eq!(read(q), OK);
 }
+
+fn features(c: &mut HostCtrl, set: bool, fid: u8, nsid: u32, cdw11: u32) -> (Status, u32) {
+    let op = if set {
+        target_core::nvme::spec::admin_opc::SET_FEATURES
+    } else {
+        target_core::nvme::spec::admin_opc::GET_FEATURES
+    };
+    let mut s = Sqe::new(op, 0);
+    s.set_nsid(nsid)
+        .set_cdw(10, u32::from(fid))
+        .set_cdw(11, cdw11);
+    let cqe = c.admin_cmd(s, Data::None).unwrap().cqe;
+    (cqe.status, cqe.dw0)
+}
+
+/// The next Reservation Notification log page (RAE 0): (log page count, type, NSID).
+fn notification(c: &mut HostCtrl) -> (u64, u8, u32) {
+    let d = c.get_log(0x80, 0xFFFF_FFFF, 0, 64, false).unwrap();
+    (
+        u64::from_le_bytes(d[..8].try_into().unwrap()),
+        d[8],
+        u32::from_le_bytes(d[12..16].try_into().unwrap()),
+    )
+}
+
+#[test]
+fn a_preempted_host_is_notified_unless_it_masked_the_notice() {
+    let e = NvmfEnv::new(1, json!({}));
+    e.t.subsystem(NQN, true);
+    e.t.malloc("m", 2048, 512);
+    e.t.add_ns(NQN, "m");
+    e.t.listen(NQN, "RDMA", 4420);
+    let mut a = host(&e.t.fabric, e.to, NQN, HOST_A, 0xA1);
+    let mut b = host(&e.t.fabric, e.to, NQN, HOST_B, 0xB2);
+    // The log page is listed as supported, and empty to begin with.
+    let sup = a.get_log(0x00, 0, 0, 1024, false).unwrap();
+    assert_eq!(sup[0x80 * 4], 1, "LID 80h supported");
+    assert_eq!(notification(&mut a), (0, 0, 0), "empty page");
+
+    // An AER parked by A (no Async Event Configuration bit needed) completes with
+    // Reservation Log Page Available when B preempts it.
+    let aer = a.park_aer(0);
+    assert_eq!(register(&mut a.io[0], 0, 0, 0xAA), OK);
+    assert_eq!(register(&mut b.io[0], 0, 0, 0xBB), OK);
+    assert_eq!(acquire(&mut a.io[0], 0, WE, 0xAA, 0), OK);
+    assert_eq!(acquire(&mut b.io[0], 1, WE, 0xBB, 0xAA), OK);
+    let c = a.admin.wait(aer).unwrap();
+    assert_eq!(
+        c.cqe.dw0,
+        target_core::nvme::resv_log::AEN_DW0,
+        "AEN type 6h, log page 80h"
+    );
+    let (count, kind, nsid) = notification(&mut a);
+    assert_eq!(
+        (kind, nsid),
+        (1, 1),
+        "Registration Preempted on namespace 1"
+    );
+    assert_ne!(count, 0);
+    assert_eq!(notification(&mut a).1, 0, "read once");
+    assert_eq!(notification(&mut b).1, 0, "the requester is not notified");
+
+    // Masked (feature 82h, REGPRE): no page.
+    assert_eq!(features(&mut a, true, 0x82, 1, 1 << 1), (OK, 0));
+    assert_eq!(features(&mut a, false, 0x82, 1, 0), (OK, 1 << 1));
+    assert_eq!(
+        features(&mut a, true, 0x82, 1, 1 << 0).0,
+        Status::INVALID_FIELD
+    );
+    assert_eq!(register(&mut a.io[0], 0, 0, 0xA2), OK);
+    assert_eq!(acquire(&mut b.io[0], 1, WE, 0xBB, 0xA2), OK);
+    assert_eq!(notification(&mut a).1, 0, "masked");
+
+    // Reservation Persistence (83h): off, and cannot be turned on without a ptpl_file.
+    assert_eq!(features(&mut a, false, 0x83, 1, 0), (OK, 0));
+    assert_eq!(features(&mut a, true, 0x83, 1, 1).0, Status::INVALID_FIELD);
+}
+
+#[test]
+fn registrations_persist_in_the_ptpl_file() {
+    let e = NvmfEnv::new(1, json!({}));
+    e.t.subsystem(NQN, true);
+    e.t.malloc("m", 2048, 512);
+    let dir = std::env::temp_dir().join(format!("rtgt-nvmf-ptpl-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("ns1.json");
+    let add = || {
+        e.t.rt
+            .block_on(e.t.target.add_namespace(
+                NQN,
+                target_core::target::NsParams {
+                    bdev_name: "m".into(),
+                    nsid: 1,
+                    ptpl_file: Some(file.to_str().unwrap().into()),
+                    ..Default::default()
+                },
+            ))
+            .unwrap()
+    };
+    add();
+    e.t.listen(NQN, "RDMA", 4420);
+    let mut a = host(&e.t.fabric, e.to, NQN, HOST_A, 0xA1);
+    let ns = a.identify(0, 1).unwrap();
+    assert_eq!(ns[31], 0xFF, "RESCAP with PTPL");
+    // CPTPL 11b: persist through power loss.
+    assert_eq!(register(&mut a.io[0], 3 << 30, 0, 0xAA), OK);
+    assert_eq!(acquire(&mut a.io[0], 0, EA, 0xAA, 0), OK);
+    assert_eq!(features(&mut a, false, 0x83, 1, 0), (OK, 1));
+    let saved = std::fs::read_to_string(&file).unwrap();
+    assert!(saved.contains("\"ptpl\":true"), "{saved}");
+    assert!(saved.contains("\"rtype\":2"), "{saved}");
+
+    // The namespace goes and comes back (as after a restart): the state is the file's.
+    drop(a);
+    e.t.rt
+        .block_on(e.t.target.remove_namespace(NQN, 1))
+        .unwrap();
+    add();
+    let mut a = host(&e.t.fabric, e.to, NQN, HOST_A, 0xA1);
+    let (generation, rtype, regs) = report(&mut a.io[0]);
+    assert_eq!(generation, 0, "the generation restarts");
+    assert_eq!((rtype, regs), (2, vec![(0xAA, true, [0xA1; 16])]));
+    let mut b = host(&e.t.fabric, e.to, NQN, HOST_B, 0xB2);
+    assert_eq!(read(&mut b.io[0]), RESERVATION_CONFLICT);
+
+    // Persistence off (Set Features 83h): the file is emptied.
+    assert_eq!(features(&mut a, true, 0x83, 1, 0), (OK, 0));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
+    let _ = std::fs::remove_dir_all(&dir);
+}

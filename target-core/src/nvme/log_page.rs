@@ -102,6 +102,7 @@ pub(super) fn execute(
                 lid::FW_SLOT,
                 lid::CHANGED_NS_LIST,
                 lid::CMD_EFFECTS,
+                super::resv_log::LID_RESERVATION_NOTIFICATION,
             ] {
                 le::put_u32(&mut img, usize::from(l) * 4, 1); // LSUPP
             }
@@ -129,6 +130,18 @@ pub(super) fn execute(
         lid::CMD_EFFECTS => {
             effects(&mut img);
             4096
+        }
+        super::resv_log::LID_RESERVATION_NOTIFICATION => {
+            // Reading takes the oldest page off the queue (an empty page when none).
+            let (page, again) = ctrl.resv_log.read(g.rae);
+            img[..page.len()].copy_from_slice(&page);
+            if !g.rae {
+                ctrl.aer.clear(AsyncEvent::ReservationLog);
+                if again {
+                    ctrl.aer.post_queued(AsyncEvent::ReservationLog);
+                }
+            }
+            page.len()
         }
         _ => return Err(Status::INVALID_LOG_PAGE),
     };

@@ -8,16 +8,20 @@
 //! data structure into the request's buffers. The requester is the controller's host,
 //! identified by the 128-bit Host Identifier of its Connect ([`super::Association::host_id`]).
 //!
+//! Notices for NVMe hosts ([`notify_hosts`]) reach every controller of the host as a
+//! Reservation Notification log page and AEN; Reservation Persistence (feature 83h) is the
+//! volume's ([`persistence_feature`]).
+//!
 //! Not done here yet (docs/reservations.md, Status): Preempt and Abort does not abort the
-//! preempted hosts' outstanding commands; notices to NVMe hosts (log page 80h, AEN) are not
-//! delivered.
+//! preempted hosts' outstanding commands.
 
 use super::queue::Queue;
 use super::request::{NvmeAction, NvmeCtx, NvmeReq, admit, complete, release};
-use crate::nvme::Status;
 use crate::nvme::resv::{self, ResvCommand, opc};
-use crate::reservation::{CommandClass, Initiator, MAX_REGISTRANTS};
-use crate::target::{Admission, AdmitKind};
+use crate::nvme::spec::admin_opc;
+use crate::nvme::{Completion, NamespaceView, Sqe, Status};
+use crate::reservation::{CommandClass, HostId, Initiator, MAX_REGISTRANTS, Notice, NoticeKind};
+use crate::target::{Admission, AdmitKind, PgCore, with_poll_group};
 
 /// The largest Reservation Status data structure: the extended one with every registrant.
 const REPORT_MAX_LEN: usize =
@@ -141,6 +145,7 @@ fn run(
     );
     match r {
         Ok(Ok(fx)) => {
+            notify_hosts(cx.core, sub, nsid, &fx.notices);
             if !fx.aborted.is_empty() {
                 tracing::info!(
                     "Reservation Acquire (preempt and abort): {} registrant(s) preempted; \
@@ -155,5 +160,79 @@ fn run(
             tracing::error!("reservation: writing the ptpl_file failed: {e}");
             Status::INTERNAL_ERROR
         }
+    }
+}
+
+/// Get / Set Features Reservation Persistence (83h) of namespace `sqe.nsid()`, which live in
+/// the volume's state rather than the controller: `None` for any other command.
+pub(super) fn persistence_feature(
+    core: &PgCore,
+    sub: u32,
+    sqe: &Sqe,
+    active: &[NamespaceView],
+) -> Option<Completion> {
+    let get = match sqe.opcode() {
+        admin_opc::GET_FEATURES => true,
+        admin_opc::SET_FEATURES => false,
+        _ => return None,
+    };
+    if sqe.is_fabrics() || sqe.cdw10() as u8 != resv::FID_RESV_PERSISTENCE {
+        return None;
+    }
+    let nsid = sqe.nsid();
+    let vol = active
+        .iter()
+        .any(|n| n.nsid == nsid)
+        .then(|| core.reservation(sub, nsid))
+        .flatten();
+    let Some(vol) = vol else {
+        return Some(Completion::err(Status::INVALID_FIELD));
+    };
+    if get {
+        return Some(match (sqe.cdw10() >> 8) & 7 {
+            0 => Completion::ok(vol.read(resv::persistence_dw0)),
+            1 | 2 => Completion::ok(0),
+            // Capabilities: namespace specific, changeable.
+            3 => Completion::ok(1 << 1 | 1 << 2),
+            _ => Completion::err(Status::INVALID_FIELD),
+        });
+    }
+    if sqe.cdw10() & 1 << 31 != 0 {
+        return Some(Completion::err(Status::FEATURE_NOT_SAVEABLE));
+    }
+    let on = resv::persistence_from_cdw11(sqe.cdw11());
+    Some(match vol.update(|s| s.set_ptpl(on), |_| None) {
+        Ok(Ok(_)) => Completion::ok(0),
+        Ok(Err(e)) => Completion::err(resv::status_of(e)),
+        Err(e) => {
+            tracing::error!("reservation: writing the ptpl_file failed: {e}");
+            Completion::err(Status::INTERNAL_ERROR)
+        }
+    })
+}
+
+/// Delivers the NVMe hosts' reservation notices of namespace `nsid` of subsystem `sub`: every
+/// controller of the recipient host, on whichever reactor its admin queue lives, queues a
+/// Reservation Notification log page and, unless masked, raises the AEN. The notices travel
+/// by message; the command that caused them does not wait for them.
+pub(crate) fn notify_hosts(core: &PgCore, sub: u32, nsid: u32, notices: &[Notice]) {
+    let list: Vec<(HostId, NoticeKind)> = notices
+        .iter()
+        .filter_map(|n| match n.to {
+            Initiator::Nvme(h) => Some((h, n.kind)),
+            Initiator::Scsi(_) => None,
+        })
+        .collect();
+    if list.is_empty() {
+        return;
+    }
+    let sent = core.target().reactors().for_each_reactor(
+        move |ctx| {
+            with_poll_group(ctx, |pg| pg.reservation_notices(sub, nsid, &list));
+        },
+        |_| {},
+    );
+    if let Err(e) = sent {
+        tracing::warn!("cannot deliver reservation notices: {e}");
     }
 }

@@ -153,6 +153,7 @@ pub(super) fn run_pr_out(core: &mut PgCore, nexus: &ItNexus, req: &mut ScsiReq) 
     );
     match r {
         Ok(r) => {
+            crate::nvme_exec::notify_hosts(core, req.sub, nsid, &r.effects.notices);
             if !r.effects.aborted.is_empty() {
                 tracing::info!(
                     "PERSISTENT RESERVE OUT: preempted {} registrant(s); their outstanding \

@@ -837,6 +837,19 @@ impl PollGroup {
         }
     }
 
+    /// Reservation notices for NVMe hosts on namespace `nsid` of a subsystem (see
+    /// `nvme_exec::resv_cmd::notify_hosts`).
+    pub(crate) fn reservation_notices(
+        &mut self,
+        subsystem: u32,
+        nsid: u32,
+        notices: &[(crate::reservation::HostId, crate::reservation::NoticeKind)],
+    ) {
+        for t in self.transports.iter_mut().flatten() {
+            t.reservation_notices(&mut self.core, subsystem, nsid, notices);
+        }
+    }
+
     pub(crate) fn disconnect_host(&mut self, subsystem: u32, host: &str) {
         for t in self.transports.iter_mut().flatten() {
             t.disconnect_host(&mut self.core, subsystem, host);
