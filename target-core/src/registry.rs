@@ -428,6 +428,11 @@ pub trait TransportPollGroup: Any {
         _notices: &[(crate::reservation::HostId, crate::reservation::NoticeKind)],
     ) {
     }
+    /// Completes a command that the exec layer parked ([`crate::nvme_exec::NvmeAction::Parked`])
+    /// on connection `queue` (its `QueueRef::key`) with `done`'s completion: NVMe transports
+    /// find the parked request with that CID, as for an AER. A key that no longer names a
+    /// live connection is ignored.
+    fn parked_done(&mut self, _core: &mut PgCore, _queue: u64, _done: crate::nvme_exec::AerDone) {}
     /// Disconnects the connections of one host of a subsystem (the host was removed).
     fn disconnect_host(&mut self, _core: &mut PgCore, _subsystem: u32, _host: &str) {}
     /// Describes the connections on this poll group (all, or those of one subsystem), for

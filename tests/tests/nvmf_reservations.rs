@@ -61,7 +61,10 @@ fn release(q: &mut HostQueue, rrela: u32, rtype: u32, crkey: u64) -> Status {
 
 /// Reservation Report (extended): generation, type, and (key, holder, host id) per
 /// registrant.
-fn report(q: &mut HostQueue) -> (u32, u8, Vec<(u64, bool, [u8; 16])>) {
+/// A decoded Reservation Status Extended structure: generation, type, registrants.
+type Report = (u32, u8, Vec<(u64, bool, [u8; 16])>);
+
+fn report(q: &mut HostQueue) -> Report {
     let mut s = Sqe::new(opc::REPORT, 0);
     s.set_nsid(1).set_cdw(10, 4096 / 4 - 1).set_cdw(11, 1);
     let c = q
@@ -385,4 +388,72 @@ fn registrations_persist_in_the_ptpl_file() {
     assert_eq!(features(&mut a, true, 0x83, 1, 0), (OK, 0));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Preempt and Abort waits for the commands the preempted host has in flight: host A's write
+/// is held in the bdev when B preempts it; B's Acquire does not complete until that write
+/// has, and A's next write conflicts.
+#[test]
+fn preempt_and_abort_waits_for_the_preempted_hosts_commands() {
+    use std::time::Duration;
+    let e = NvmfEnv::new(2, json!({}));
+    e.t.subsystem(NQN, true);
+    let inner: std::sync::Arc<dyn target_core::bdev::Bdev> =
+        target_core::bdev::MallocBdev::create(target_core::bdev::MallocParams {
+            name: "g_inner".into(),
+            num_blocks: 2048,
+            block_size: 512,
+            physical_block_size: 0,
+            uuid: None,
+            optimal_io_boundary: 0,
+        })
+        .unwrap();
+    let (bdev, gate) = rtgt_tests::gate::GateBdev::new("g", inner);
+    e.t.target.bdevs().register(bdev).unwrap();
+    e.t.add_ns(NQN, "g");
+    e.t.listen(NQN, "RDMA", 4420);
+    let mut a = host(&e.t.fabric, e.to, NQN, HOST_A, 0xA1);
+    let mut b = host(&e.t.fabric, e.to, NQN, HOST_B, 0xB2);
+    assert_eq!(register(&mut a.io[0], 0, 0, 0xAA), OK);
+    assert_eq!(register(&mut b.io[0], 0, 0, 0xBB), OK);
+    assert_eq!(acquire(&mut a.io[0], 0, WE, 0xAA, 0), OK);
+
+    gate.close();
+    let held = a.io[0]
+        .submit(
+            write_sqe(1, 0, 1),
+            Data::KeyedWrite {
+                bytes: &[0x11; 512],
+                invalidate: false,
+            },
+        )
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while gate.held() == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the write never reached the bdev"
+        );
+        a.io[0].poll().unwrap();
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let mut s = Sqe::new(opc::ACQUIRE, 0);
+    s.set_nsid(1).set_cdw(10, 2 | WE << 8);
+    let preempt = b.io[0]
+        .submit(s, Data::InCapsule(&keys(0xBB, 0xAA)))
+        .unwrap();
+    b.io[0].assert_none_complete_for(&[preempt], Duration::from_millis(300));
+    gate.open();
+    assert_eq!(
+        b.io[0].wait(preempt).unwrap().cqe.status,
+        OK,
+        "preempt and abort"
+    );
+    assert_eq!(
+        a.io[0].wait(held).unwrap().cqe.status,
+        OK,
+        "the write admitted before the preempt"
+    );
+    assert_eq!(write(&mut a.io[0]), RESERVATION_CONFLICT, "A's next write");
+    assert_eq!(write(&mut b.io[0]), OK);
 }

@@ -509,6 +509,19 @@ impl TransportPollGroup for RdmaPg {
         self.flush(core);
     }
 
+    fn parked_done(&mut self, core: &mut PgCore, queue: u64, done: AerDone) {
+        let qk = queue as u32;
+        let epoch = (queue >> 32) as u16;
+        if self
+            .qpairs
+            .get(qk as usize)
+            .is_some_and(|q| q.epoch == epoch && !q.life.is_closing())
+        {
+            self.complete_parked(core, qk, done);
+            self.flush(core);
+        }
+    }
+
     fn discovery_changed(&mut self, core: &mut PgCore) {
         let target = core.target();
         let done: Vec<(u32, AerDone)> = self

@@ -12,11 +12,11 @@
 //! Reservation Notification log page and AEN; Reservation Persistence (feature 83h) is the
 //! volume's ([`persistence_feature`]).
 //!
-//! Not done here yet (docs/reservations.md, Status): Preempt and Abort does not abort the
-//! preempted hosts' outstanding commands.
+//! Preempt and Abort waits for the namespace's outstanding commands (the preempted hosts'
+//! among them) before it completes ([`park_until_drained`]); it does not abort them.
 
 use super::queue::Queue;
-use super::request::{NvmeAction, NvmeCtx, NvmeReq, admit, complete, release};
+use super::request::{AerDone, NvmeAction, NvmeCtx, NvmeReq, admit, complete, release};
 use crate::nvme::resv::{self, ResvCommand, opc};
 use crate::nvme::spec::admin_opc;
 use crate::nvme::{Completion, NamespaceView, Sqe, Status};
@@ -78,14 +78,49 @@ pub(super) fn execute(
         Admission::InvalidNamespace => return complete(q, req, Status::INVALID_NAMESPACE),
         Admission::Inactive => return complete(q, req, Status::ABORTED_SQ_DELETION),
     }
-    let status = run(cx, req, sub, nsid, who, &cmd);
+    let (status, drain) = run(cx, req, sub, nsid, who, &cmd);
     release(cx.core, req);
     let data_len = req.data_len;
     req.cqe = q.cqe(&req.sqe, status);
     req.data_len = if status.is_success() { data_len } else { 0 };
+    if drain && park_until_drained(cx, q, req, sub, nsid) {
+        return NvmeAction::Parked;
+    }
     NvmeAction::Complete
 }
 
+/// Preempt and Abort: the preempted hosts' commands admitted before the preempt may still be
+/// running. The state already refuses their new commands; the Acquire completes (its
+/// completion is ready in `req.cqe`) only once every command admitted to the namespace on
+/// any poll group has finished ([`crate::target::Target`]'s namespace drain). Returns false
+/// when the drain cannot start (the Acquire then completes at once).
+fn park_until_drained(cx: &mut NvmeCtx<'_>, q: &Queue, req: &NvmeReq, sub: u32, nsid: u32) -> bool {
+    let Some(subsystem) = cx.core.subsystem(sub).cloned() else {
+        return false;
+    };
+    let target = std::sync::Arc::clone(cx.core.target());
+    let me = q.me;
+    let done = AerDone {
+        cid: req.sqe.cid(),
+        cqe: req.cqe,
+    };
+    let t = std::sync::Arc::clone(&target);
+    target.drain_namespace(&subsystem, nsid, move |r| {
+        if let Err(e) = r {
+            tracing::warn!("Reservation Acquire (preempt and abort): draining failed: {e}");
+        }
+        let sent = t.reactors().send_ctrl(me.reactor, move |ctx| {
+            with_poll_group(ctx, |pg| pg.parked_done(me.transport, me.key, done));
+        });
+        if let Err(e) = sent {
+            tracing::warn!("Reservation Acquire (preempt and abort): cannot complete: {e}");
+        }
+    });
+    true
+}
+
+/// Runs the command; the `bool` says whether it preempted with abort (wait for the
+/// namespace's outstanding commands before completing).
 fn run(
     cx: &mut NvmeCtx<'_>,
     req: &mut NvmeReq,
@@ -93,15 +128,15 @@ fn run(
     nsid: u32,
     who: Initiator,
     cmd: &ResvCommand,
-) -> Status {
+) -> (Status, bool) {
     let Some(vol) = cx.core.reservation(sub, nsid).cloned() else {
-        return Status::INVALID_NAMESPACE;
+        return (Status::INVALID_NAMESPACE, false);
     };
     let Initiator::Nvme(host) = who else {
-        return Status::INTERNAL_ERROR;
+        return (Status::INTERNAL_ERROR, false);
     };
     let Some(io) = req.io.as_mut() else {
-        return Status::INTERNAL_ERROR;
+        return (Status::INTERNAL_ERROR, false);
     };
     if let ResvCommand::Report { len, eds } = *cmd {
         // The largest structure (extended, 128 registrants) fits on the stack: no allocation.
@@ -109,7 +144,7 @@ fn run(
         let want = (len as usize).min(req.sgl.len() as usize).min(out.len());
         let n = match vol.read(|s| resv::report(s, eds, &mut out[..want])) {
             Ok(n) => n,
-            Err(s) => return s,
+            Err(s) => return (s, false),
         };
         let mut done = 0;
         for b in io.bufs.iter_mut() {
@@ -122,7 +157,7 @@ fn run(
             done += k;
         }
         req.data_len = done as u32;
-        return Status::SUCCESS;
+        return (Status::SUCCESS, false);
     }
     let mut data = [0u8; 16];
     let need = cmd.data_out_len() as usize;
@@ -137,7 +172,7 @@ fn run(
         }
     }
     if got < need {
-        return Status::DATA_SGL_LENGTH_INVALID;
+        return (Status::DATA_SGL_LENGTH_INVALID, false);
     }
     let r = vol.update(
         |s| resv::execute(cmd, s, host, &data[..need]),
@@ -146,19 +181,12 @@ fn run(
     match r {
         Ok(Ok(fx)) => {
             notify_hosts(cx.core, sub, nsid, &fx.notices);
-            if !fx.aborted.is_empty() {
-                tracing::info!(
-                    "Reservation Acquire (preempt and abort): {} registrant(s) preempted; \
-                     their outstanding commands are not aborted (not wired yet)",
-                    fx.aborted.len()
-                );
-            }
-            Status::SUCCESS
+            (Status::SUCCESS, !fx.aborted.is_empty())
         }
-        Ok(Err(s)) => s,
+        Ok(Err(s)) => (s, false),
         Err(e) => {
             tracing::error!("reservation: writing the ptpl_file failed: {e}");
-            Status::INTERNAL_ERROR
+            (Status::INTERNAL_ERROR, false)
         }
     }
 }

@@ -1134,6 +1134,29 @@ impl Target {
         }
     }
 
+    /// Waits for every command admitted to namespace `nsid` of `sub` on any poll group to
+    /// complete (the namespace is paused, which drains them, and resumed; commands arriving
+    /// meanwhile queue and are replayed), then calls `done` on whichever thread finished the
+    /// change. For a Reservation Acquire (preempt and abort): once it has returned, none of
+    /// the preempted hosts' commands admitted before the preempt can still touch the bdev.
+    pub(crate) fn drain_namespace(
+        self: &Arc<Self>,
+        sub: &Arc<Subsystem>,
+        nsid: u32,
+        done: impl FnOnce(Result<(), CoreError>) + Send + 'static,
+    ) {
+        let f: state::ModifyFn = Box::new(|_| Ok((0, None)));
+        state::submit(
+            self,
+            sub,
+            Change::Modify {
+                scope: PauseScope::Namespace(nsid),
+                f,
+            },
+            Box::new(move |r| done(r.map(|_| ()))),
+        );
+    }
+
     // ----- pause / resume -----
 
     /// Pauses a subsystem (all namespaces, or one): new commands queue, and this returns once

@@ -850,6 +850,19 @@ impl PollGroup {
         }
     }
 
+    /// Completes a parked command of transport `transport`'s connection `queue` (see
+    /// `TransportPollGroup::parked_done`).
+    pub(crate) fn parked_done(
+        &mut self,
+        transport: usize,
+        queue: u64,
+        done: crate::nvme_exec::AerDone,
+    ) {
+        if let Some(t) = self.transports.get_mut(transport).and_then(Option::as_mut) {
+            t.parked_done(&mut self.core, queue, done);
+        }
+    }
+
     pub(crate) fn disconnect_host(&mut self, subsystem: u32, host: &str) {
         for t in self.transports.iter_mut().flatten() {
             t.disconnect_host(&mut self.core, subsystem, host);
