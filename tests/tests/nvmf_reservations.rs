@@ -124,15 +124,22 @@ fn read(q: &mut HostQueue) -> Status {
 
 const OK: Status = Status::SUCCESS;
 
-#[test]
-fn two_nvme_hosts_register_acquire_preempt_release_and_clear() {
-    let e = NvmfEnv::new(2, json!({}));
+/// Subsystem NQN with one malloc namespace on the RDMA listener, and hosts A and B on it.
+fn two_hosts(e: &NvmfEnv) -> (HostCtrl, HostCtrl) {
     e.t.subsystem(NQN, true);
     e.t.malloc("m", 2048, 512);
     e.t.add_ns(NQN, "m");
     e.t.listen(NQN, "RDMA", 4420);
-    let mut a = host(&e.t.fabric, e.to, NQN, HOST_A, 0xA1);
-    let mut b = host(&e.t.fabric, e.to, NQN, HOST_B, 0xB2);
+    (
+        host(&e.t.fabric, e.to, NQN, HOST_A, 0xA1),
+        host(&e.t.fabric, e.to, NQN, HOST_B, 0xB2),
+    )
+}
+
+#[test]
+fn two_nvme_hosts_register_acquire_preempt_release_and_clear() {
+    let e = NvmfEnv::new(2, json!({}));
+    let (mut a, mut b) = two_hosts(&e);
 
     // What the host is told: ONCS Reservations, RESCAP (all six types, IEKEY semantics).
     let id = a.identify(1, 0).unwrap();
@@ -287,12 +294,7 @@ fn notification(c: &mut HostCtrl) -> (u64, u8, u32) {
 #[test]
 fn a_preempted_host_is_notified_unless_it_masked_the_notice() {
     let e = NvmfEnv::new(1, json!({}));
-    e.t.subsystem(NQN, true);
-    e.t.malloc("m", 2048, 512);
-    e.t.add_ns(NQN, "m");
-    e.t.listen(NQN, "RDMA", 4420);
-    let mut a = host(&e.t.fabric, e.to, NQN, HOST_A, 0xA1);
-    let mut b = host(&e.t.fabric, e.to, NQN, HOST_B, 0xB2);
+    let (mut a, mut b) = two_hosts(&e);
     // The log page is listed as supported, and empty to begin with.
     let sup = a.get_log(0x00, 0, 0, 1024, false).unwrap();
     assert_eq!(sup[0x80 * 4], 1, "LID 80h supported");

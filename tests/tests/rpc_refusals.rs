@@ -23,6 +23,18 @@ fn refused(r: &Rig, method: &str, params: Value, what: &str) {
     );
 }
 
+/// The `nvmf_subsystem_add_ns` entry `save_config` writes.
+fn saved_add_ns(r: &Rig) -> Value {
+    let saved = r.ok("framework_get_config", json!({"name": "nvmf"}));
+    saved
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["method"] == "nvmf_subsystem_add_ns")
+        .cloned()
+        .unwrap()
+}
+
 #[test]
 fn namespace_options_without_effect_are_refused() {
     let r = Rig::runtime();
@@ -49,13 +61,7 @@ fn namespace_options_without_effect_are_refused() {
         ),
         json!(1)
     );
-    let saved = r.ok("framework_get_config", json!({"name": "nvmf"}));
-    let add_ns = saved
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["method"] == "nvmf_subsystem_add_ns")
-        .unwrap();
+    let add_ns = saved_add_ns(&r);
     assert_eq!(add_ns["params"]["namespace"]["no_auto_visible"], false);
     assert!(add_ns["params"]["namespace"].get("ptpl_file").is_none());
 }
@@ -88,13 +94,7 @@ fn ptpl_file_is_loaded_and_a_bad_one_refused() {
         ),
         json!(1)
     );
-    let saved = r.ok("framework_get_config", json!({"name": "nvmf"}));
-    let add_ns = saved
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["method"] == "nvmf_subsystem_add_ns")
-        .unwrap();
+    let add_ns = saved_add_ns(&r);
     assert_eq!(
         add_ns["params"]["namespace"]["ptpl_file"],
         json!(good.to_str().unwrap())

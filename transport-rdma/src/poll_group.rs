@@ -510,13 +510,7 @@ impl TransportPollGroup for RdmaPg {
     }
 
     fn parked_done(&mut self, core: &mut PgCore, queue: u64, done: AerDone) {
-        let qk = queue as u32;
-        let epoch = (queue >> 32) as u16;
-        if self
-            .qpairs
-            .get(qk as usize)
-            .is_some_and(|q| q.epoch == epoch && !q.life.is_closing())
-        {
+        if let Some(qk) = self.live_key(queue) {
             self.complete_parked(core, qk, done);
             self.flush(core);
         }
