@@ -421,6 +421,22 @@ pub trait TransportPollGroup: Any {
     /// Subsystems, listeners or allowed hosts changed: NVMe transports tell the discovery
     /// controllers whose admin queue lives here when the log their host sees changed.
     fn discovery_changed(&mut self, _core: &mut PgCore) {}
+    /// Reservation notices for NVMe hosts on namespace `nsid` of a subsystem: NVMe transports
+    /// hand them to the admin queues here whose host is a recipient
+    /// (`nvme_exec::Queue::reservation_notices`) and complete the parked AERs it returns.
+    fn reservation_notices(
+        &mut self,
+        _core: &mut PgCore,
+        _subsystem: u32,
+        _nsid: u32,
+        _notices: &[(crate::reservation::HostId, crate::reservation::NoticeKind)],
+    ) {
+    }
+    /// Completes a command that the exec layer parked ([`crate::nvme_exec::NvmeAction::Parked`])
+    /// on connection `queue` (its `QueueRef::key`) with `done`'s completion: NVMe transports
+    /// find the parked request with that CID, as for an AER. A key that no longer names a
+    /// live connection is ignored.
+    fn parked_done(&mut self, _core: &mut PgCore, _queue: u64, _done: crate::nvme_exec::AerDone) {}
     /// Disconnects the connections of one host of a subsystem (the host was removed).
     fn disconnect_host(&mut self, _core: &mut PgCore, _subsystem: u32, _host: &str) {}
     /// Describes the connections on this poll group (all, or those of one subsystem), for

@@ -485,6 +485,37 @@ impl TransportPollGroup for RdmaPg {
         }
     }
 
+    fn reservation_notices(
+        &mut self,
+        core: &mut PgCore,
+        subsystem: u32,
+        nsid: u32,
+        notices: &[(
+            target_core::reservation::HostId,
+            target_core::reservation::NoticeKind,
+        )],
+    ) {
+        let done: Vec<(u32, AerDone)> = self
+            .qpairs
+            .iter()
+            .filter_map(|(k, q)| {
+                q.q.reservation_notices(subsystem, nsid, notices)
+                    .map(|a| (k as u32, a))
+            })
+            .collect();
+        for (qk, a) in done {
+            self.complete_parked(core, qk, a);
+        }
+        self.flush(core);
+    }
+
+    fn parked_done(&mut self, core: &mut PgCore, queue: u64, done: AerDone) {
+        if let Some(qk) = self.live_key(queue) {
+            self.complete_parked(core, qk, done);
+            self.flush(core);
+        }
+    }
+
     fn discovery_changed(&mut self, core: &mut PgCore) {
         let target = core.target();
         let done: Vec<(u32, AerDone)> = self

@@ -36,6 +36,8 @@ struct SessionEntry {
     sub: Arc<Subsystem>,
     cntlid: u16,
     channels: u32,
+    /// The I_T nexus identity its SPC-2 reservations are held under.
+    identity: target_core::reservation::Nexus,
 }
 
 /// A session: the nexus within one subsystem object (a subsystem deleted and created again
@@ -93,6 +95,7 @@ impl Sessions {
         &self,
         gid: Gid,
         sub: &Arc<Subsystem>,
+        identity: target_core::reservation::Nexus,
         make: impl FnOnce(u16) -> ControllerInfo,
     ) -> Result<u16, AcceptError> {
         let mut g = self.0.lock();
@@ -121,6 +124,7 @@ impl Sessions {
                         sub: Arc::clone(sub),
                         cntlid: id,
                         channels: 1,
+                        identity,
                     },
                 );
                 id
@@ -150,6 +154,8 @@ impl Sessions {
             if e.channels == 0 {
                 let e = g.sessions.remove(&key).expect("present");
                 e.sub.remove_controller(e.cntlid);
+                // The I_T nexus is gone: its SPC-2 reservations go with it.
+                e.sub.scsi_nexus_lost(e.identity);
             } else {
                 let n = e.channels;
                 e.sub.update_controller(e.cntlid, |i| i.num_io_qpairs = n);

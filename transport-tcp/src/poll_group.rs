@@ -480,6 +480,19 @@ impl TransportPollGroup for TcpPg {
         self.run_dirty(core);
     }
 
+    fn parked_done(&mut self, core: &mut PgCore, queue: u64, done: AerDone) {
+        let ck = (queue & 0xFFFF_FFFF) as u32;
+        let generation = (queue >> 32) as u32;
+        if self
+            .conns
+            .get(ck as usize)
+            .is_some_and(|c| c.generation == generation && !c.closing)
+        {
+            self.complete_parked(core, ck, done);
+            self.run_dirty(core);
+        }
+    }
+
     fn discovery_changed(&mut self, core: &mut PgCore) {
         let target = core.target();
         let done: Vec<(u32, AerDone)> = self

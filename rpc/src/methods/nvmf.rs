@@ -810,12 +810,6 @@ async fn add_ns(a: AddNs, ctx: Arc<TargetContext>) -> RpcResult<u32> {
     let n = a.namespace;
     // hide_metadata holds by construction: rtgt's bdevs have no metadata to expose.
     let _ = n.hide_metadata;
-    if let Some(f) = &n.ptpl_file {
-        return Err(not_supported(
-            format_args!("ptpl_file '{}'", f.escape_default()),
-            "rtgt has no persistent reservations yet",
-        ));
-    }
     let nguid = match &n.nguid {
         None => None,
         Some(s) => {
@@ -844,7 +838,7 @@ async fn add_ns(a: AddNs, ctx: Arc<TargetContext>) -> RpcResult<u32> {
                 uuid,
                 anagrpid: n.anagrpid,
                 no_auto_visible: n.no_auto_visible,
-                ptpl_file: None,
+                ptpl_file: n.ptpl_file,
             },
         )
         .await

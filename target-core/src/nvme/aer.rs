@@ -24,7 +24,14 @@ pub enum AsyncEvent {
     DiscoveryLogChanged,
     /// Asymmetric Namespace Access change (read LID 0Ch).
     AnaChange,
+    /// Reservation Log Page Available (I/O command specific, read LID 80h). Not gated by
+    /// Set Features 0Bh: the Reservation Notification Mask (82h) filters these.
+    ReservationLog,
 }
+
+/// The internal masking bit of [`AsyncEvent::ReservationLog`] (no Async Event Configuration
+/// bit enables it; bit 30 is reserved there).
+const RESERVATION_LOG_BIT: u32 = 1 << 30;
 
 impl AsyncEvent {
     /// The Async Event Configuration bit that enables this event (also its masking bit).
@@ -33,15 +40,20 @@ impl AsyncEvent {
             AsyncEvent::NamespaceAttributeChanged => aen::CFG_NS_ATTR,
             AsyncEvent::DiscoveryLogChanged => aen::CFG_DISCOVERY_CHANGE,
             AsyncEvent::AnaChange => super::ana::OAES_ANA_CHANGE,
+            AsyncEvent::ReservationLog => RESERVATION_LOG_BIT,
         }
     }
 
     /// Completion DW0: type | info << 8 | log page << 16.
     pub fn dw0(self) -> u32 {
+        if self == AsyncEvent::ReservationLog {
+            return super::resv_log::AEN_DW0;
+        }
         let (info, lid) = match self {
             AsyncEvent::NamespaceAttributeChanged => (aen::NOTICE_NS_ATTR_CHANGED, 0x04u8),
             AsyncEvent::DiscoveryLogChanged => (aen::NOTICE_DISCOVERY_CHANGED, 0x70u8),
             AsyncEvent::AnaChange => (super::ana::NOTICE_ANA_CHANGE, super::ana::LID_ANA),
+            AsyncEvent::ReservationLog => (0, super::resv_log::LID_RESERVATION_NOTIFICATION),
         };
         u32::from(aen::TYPE_NOTICE) | u32::from(info) << 8 | u32::from(lid) << 16
     }
@@ -103,7 +115,8 @@ impl AerState {
     /// Reports an event; returns the parked AER to complete, if any.
     pub fn post(&mut self, ev: AsyncEvent) -> Option<AerCompletion> {
         let bit = ev.config_bit();
-        if self.enabled & bit == 0 || self.masked & bit != 0 {
+        let enabled = ev == AsyncEvent::ReservationLog || self.enabled & bit != 0;
+        if !enabled || self.masked & bit != 0 {
             return None;
         }
         self.masked |= bit;
@@ -114,6 +127,16 @@ impl AerState {
         }
         let cid = self.slots.remove(0);
         Some(AerCompletion { cid, dw0: ev.dw0() })
+    }
+
+    /// Reports an event for the next AER the host submits (not a parked one): for an event
+    /// raised while a command runs, which cannot complete a parked AER itself.
+    pub fn post_queued(&mut self, ev: AsyncEvent) {
+        let bit = ev.config_bit();
+        if self.masked & bit == 0 {
+            self.masked |= bit;
+            let _ = self.pending.try_push(ev.dw0());
+        }
     }
 
     /// The host read the event's log page with RAE = 0: unmask the event.

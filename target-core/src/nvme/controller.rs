@@ -17,6 +17,8 @@ use super::features::Features;
 use super::log_page::{ChangedNsList, ErrorLog};
 use super::nqn::Nqn;
 use super::regs::{CcChange, Registers, csts};
+use super::resv::NotifyMask;
+use super::resv_log::ResvLog;
 use super::spec::{DISCOVERY_DEFAULT_KATO_MS, Status, admin_opc, fctype, prop};
 use super::sqe::Sqe;
 use super::view::{SubsystemKind, SubsystemView, TransportLimits};
@@ -140,6 +142,12 @@ pub struct Controller {
     /// ANA reporting: the log generation of this controller's path the host last read (or
     /// was notified of); until its first admin command, unknown.
     pub(super) ana_gen: Option<u64>,
+    /// Reservation Notification log pages (LID 80h) waiting for the host.
+    pub(super) resv_log: ResvLog,
+    /// Reservation Notification Mask (feature 82h): the value set for every namespace
+    /// (NSID FFFFFFFFh), then per-namespace values set since.
+    pub(super) resv_mask_all: NotifyMask,
+    pub(super) resv_masks: Vec<(u32, NotifyMask)>,
 }
 
 impl Controller {
@@ -181,6 +189,9 @@ impl Controller {
             reset_pending: false,
             disc_genctr: 0,
             ana_gen: None,
+            resv_log: ResvLog::new(),
+            resv_mask_all: NotifyMask::default(),
+            resv_masks: Vec::new(),
         };
         c.set_kato(kato, now);
         debug!(
@@ -406,6 +417,30 @@ impl Controller {
         }
         debug!(cntlid = self.cntlid, hostnqn = %self.hostnqn, generation, "ANA log changed");
         self.aer.post(AsyncEvent::AnaChange)
+    }
+
+    /// The Reservation Notification Mask of namespace `nsid` (feature 82h).
+    pub(super) fn resv_mask(&self, nsid: u32) -> NotifyMask {
+        self.resv_masks
+            .iter()
+            .find(|(n, _)| *n == nsid)
+            .map_or(self.resv_mask_all, |(_, m)| *m)
+    }
+
+    /// A reservation notice for this controller's host on namespace `nsid`: queues a
+    /// Reservation Notification log page unless the namespace's mask suppresses it, and
+    /// returns the parked AER to complete now (Reservation Log Page Available), if any.
+    pub fn resv_notify(
+        &mut self,
+        nsid: u32,
+        kind: crate::reservation::NoticeKind,
+    ) -> Option<AerCompletion> {
+        let mask = self.resv_mask(nsid);
+        if self.resv_log.notify(nsid, kind, mask) {
+            self.aer.post(AsyncEvent::ReservationLog)
+        } else {
+            None
+        }
     }
 
     /// Removes a parked AER (for Abort). True if it was parked.

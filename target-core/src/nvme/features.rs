@@ -13,7 +13,8 @@
 use std::time::Instant;
 
 use super::controller::{Completion, Controller};
-use super::spec::{Status, aen, fid};
+use super::resv::{self, NotifyMask};
+use super::spec::{NSID_ALL, Status, aen, fid};
 use super::sqe::Sqe;
 use super::view::{SubsystemKind, SubsystemView, TransportLimits};
 
@@ -154,6 +155,21 @@ pub(super) fn set(
             Ok(Completion::ok(0))
         }
         fid::HOST_IDENTIFIER => Err(Status::COMMAND_SEQUENCE_ERROR),
+        resv::FID_RESV_NOTIFICATION_MASK => {
+            let mask = NotifyMask::from_cdw11(cdw11)?;
+            match sqe.nsid() {
+                NSID_ALL => {
+                    ctrl.resv_mask_all = mask;
+                    ctrl.resv_masks.clear();
+                }
+                n if view.namespaces.iter().any(|v| v.nsid == n) => {
+                    ctrl.resv_masks.retain(|(m, _)| *m != n);
+                    ctrl.resv_masks.push((n, mask));
+                }
+                _ => return Err(Status::INVALID_FIELD),
+            }
+            Ok(Completion::ok(0))
+        }
         f if fixed_value(f).is_some() => Err(Status::FEATURE_NOT_CHANGEABLE),
         _ => Err(Status::INVALID_FIELD),
     }
@@ -193,7 +209,8 @@ pub(super) fn get(
         fid::NUMBER_OF_QUEUES
         | fid::VOLATILE_WRITE_CACHE
         | fid::TEMPERATURE_THRESHOLD
-        | fid::HOST_IDENTIFIER => !disc,
+        | fid::HOST_IDENTIFIER
+        | resv::FID_RESV_NOTIFICATION_MASK => !disc,
         f => fixed_value(f).is_some() && !disc,
     };
     if !supported {
@@ -203,8 +220,11 @@ pub(super) fn get(
         sel::CURRENT => true,
         sel::DEFAULT | sel::SAVED => false,
         sel::SUPPORTED => {
-            // Capabilities: bit 0 saveable (never), bit 1 namespace specific (never),
-            // bit 2 changeable.
+            // Capabilities: bit 0 saveable (never), bit 1 namespace specific (the
+            // reservation notification mask only), bit 2 changeable.
+            if f == resv::FID_RESV_NOTIFICATION_MASK {
+                return Ok(Completion::ok(1 << 1 | 1 << 2));
+            }
             let changeable = matches!(
                 f,
                 fid::KEEP_ALIVE_TIMER
@@ -261,6 +281,12 @@ pub(super) fn get(
             dst.copy_from_slice(&ctrl.hostid);
             return Ok(Completion::data(16));
         }
+        resv::FID_RESV_NOTIFICATION_MASK => match sqe.nsid() {
+            _ if !current => 0,
+            NSID_ALL => ctrl.resv_mask_all.dw0(),
+            n if view.namespaces.iter().any(|v| v.nsid == n) => ctrl.resv_mask(n).dw0(),
+            _ => return Err(Status::INVALID_FIELD),
+        },
         f => fixed_value(f).ok_or(Status::INVALID_FIELD)?,
     };
     Ok(Completion::ok(dw0))

@@ -278,9 +278,10 @@ pub fn controller(ctrl: &Controller, view: &SubsystemView<'_>, b: &mut IdentifyD
 
 /// ONCS: Compare always (every bdev that can read compares: natively, or by reading in the bdev
 /// channel); Dataset Management always (deallocation is advisory and becomes a no-op on a
-/// namespace that cannot unmap); Write Zeroes when every namespace supports it.
+/// namespace that cannot unmap); Write Zeroes when every namespace supports it; Reservations
+/// always (every namespace has the volume's reservation state).
 pub fn oncs(view: &SubsystemView<'_>) -> u16 {
-    let mut v = 1 << 0 | 1 << 2;
+    let mut v = 1 << 0 | 1 << 2 | super::resv::ONCS_RESERVATIONS;
     if view.namespaces.iter().all(|n| n.supports_write_zeroes) {
         v |= 1 << 3;
     }
@@ -303,6 +304,7 @@ pub fn namespace(ns: &NamespaceView, b: &mut IdentifyData) {
     le::put_u64(b, 16, ns.num_blocks); // NUSE
     // NSFEAT 0, NLBAF 0 (one format), FLBAS 0, no metadata or protection.
     b[30] = 1; // NMIC: may be shared
+    b[31] = ns.rescap; // RESCAP
     b[99] = u8::from(ns.read_only); // NSATTR: write protected
     b[104..120].copy_from_slice(&ns.nguid);
     b[120..128].copy_from_slice(&ns.eui64);

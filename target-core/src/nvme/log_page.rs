@@ -102,6 +102,7 @@ pub(super) fn execute(
                 lid::FW_SLOT,
                 lid::CHANGED_NS_LIST,
                 lid::CMD_EFFECTS,
+                super::resv_log::LID_RESERVATION_NOTIFICATION,
             ] {
                 le::put_u32(&mut img, usize::from(l) * 4, 1); // LSUPP
             }
@@ -129,6 +130,18 @@ pub(super) fn execute(
         lid::CMD_EFFECTS => {
             effects(&mut img);
             4096
+        }
+        super::resv_log::LID_RESERVATION_NOTIFICATION => {
+            // Reading takes the oldest page off the queue (an empty page when none).
+            let (page, again) = ctrl.resv_log.read(g.rae);
+            img[..page.len()].copy_from_slice(&page);
+            if !g.rae {
+                ctrl.aer.clear(AsyncEvent::ReservationLog);
+                if again {
+                    ctrl.aer.post_queued(AsyncEvent::ReservationLog);
+                }
+            }
+            page.len()
         }
         _ => return Err(Status::INVALID_LOG_PAGE),
     };
@@ -178,6 +191,10 @@ fn effects(b: &mut [u8; 4096]) {
         (io_opc::COMPARE, CSUPP),
         (io_opc::WRITE_ZEROES, CSUPP | LBCC),
         (io_opc::DATASET_MANAGEMENT, CSUPP | LBCC),
+        (super::resv::opc::REGISTER, CSUPP),
+        (super::resv::opc::REPORT, CSUPP),
+        (super::resv::opc::ACQUIRE, CSUPP),
+        (super::resv::opc::RELEASE, CSUPP),
     ] {
         le::put_u32(b, 1024 + usize::from(opc) * 4, eff);
     }

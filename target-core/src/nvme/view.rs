@@ -44,6 +44,8 @@ pub struct NamespaceView {
     pub read_only: bool,
     /// The namespace is ready for I/O (CNS 08h NSTAT bit 0; otherwise I/O gets Namespace Not Ready).
     pub ready: bool,
+    /// Reservation Capabilities (Identify Namespace RESCAP, `nvme::resv::rescap`).
+    pub rescap: u8,
 }
 
 impl NamespaceView {
@@ -61,6 +63,7 @@ impl NamespaceView {
             supports_write_zeroes: false,
             read_only: false,
             ready: true,
+            rescap: 0,
         }
     }
 

@@ -30,6 +30,7 @@ pub fn namespace_view(n: &NsInfo) -> NamespaceView {
         supports_write_zeroes: n.write_zeroes,
         read_only: !n.writable,
         ready: true,
+        rescap: crate::nvme::resv::rescap(n.ptpl_capable),
     }
 }
 
@@ -117,9 +118,16 @@ pub(super) fn execute(
         .map_or(Ok(()), |(_, state)| {
             ana::check_admin(sqe.opcode(), sqe.cdw10(), state)
         });
-    let out = match (path, data_slice(req)) {
-        (Err(s), _) | (Ok(()), Err(s)) => AdminOutcome::Complete(Completion::err(s)),
-        (Ok(()), Ok(data)) => ctrl.with(|c| c.admin(&view, &sqe, data, now)),
+    let persistence = match path {
+        Ok(()) if !disc => {
+            super::resv_cmd::persistence_feature(cx.core, sub_id, &sqe, view.namespaces)
+        }
+        _ => None,
+    };
+    let out = match (persistence, path, data_slice(req)) {
+        (Some(c), _, _) => AdminOutcome::Complete(c),
+        (None, Err(s), _) | (None, Ok(()), Err(s)) => AdminOutcome::Complete(Completion::err(s)),
+        (None, Ok(()), Ok(data)) => ctrl.with(|c| c.admin(&view, &sqe, data, now)),
     };
     release(cx.core, req);
     match out {
@@ -204,6 +212,7 @@ mod tests {
             writable: false,
             visible_hosts: None,
             anagrpid: 3,
+            ptpl_capable: false,
         };
         let v = namespace_view(&n);
         assert_eq!((v.nsid, v.block_size, v.num_blocks), (3, 4096, 10));

@@ -28,6 +28,7 @@ pub struct Association {
     subsystem: Arc<Subsystem>,
     admin: QueueRef,
     hostnqn: String,
+    host_id: crate::reservation::HostId,
     disconnect: DisconnectFn,
     state: Mutex<State>,
 }
@@ -52,6 +53,7 @@ impl Association {
         Self {
             cntlid: ctrl.cntlid(),
             hostnqn: ctrl.hostnqn().as_str().to_string(),
+            host_id: crate::reservation::HostId(*ctrl.hostid()),
             subsystem,
             admin,
             disconnect,
@@ -76,6 +78,12 @@ impl Association {
     /// The host NQN of the association.
     pub fn hostnqn(&self) -> &str {
         &self.hostnqn
+    }
+
+    /// The host's 128-bit Host Identifier (from Connect): who the host is to reservations.
+    /// Read per I/O command, so it is kept outside the lock.
+    pub fn host_id(&self) -> crate::reservation::HostId {
+        self.host_id
     }
 
     /// The admin queue.

@@ -5,6 +5,7 @@
 use super::admin_cmd::namespace_view;
 use super::queue::Queue;
 use super::request::{NvmeAction, NvmeCtx, NvmeReq, admit, complete, release};
+use super::resv_cmd;
 use crate::bdev::{BdevIo, BdevOp, IoStatus};
 use crate::nvme::{IoCmd, NamespaceView, Status, ana, io};
 use crate::target::{Admission, AdmitKind};
@@ -43,6 +44,12 @@ pub(super) fn execute(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) ->
         && let Err(s) = ana::check_io(state)
     {
         return complete(q, req, s);
+    }
+    if resv_cmd::is_reservation(req.sqe.opcode()) {
+        if ns.is_none() {
+            return io_error(q, req, Status::INVALID_NAMESPACE);
+        }
+        return resv_cmd::execute(cx, q, req, sub, nsid);
     }
     let cmd = match io::decode(
         &req.sqe,
@@ -102,6 +109,11 @@ pub(super) fn execute(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) ->
             first.1
         }
     };
+    // The volume's reservation, before the bdev is touched.
+    if !resv_cmd::check(cx, q, sub, nsid, req.sqe.opcode()) {
+        req.followup = Followup::Single;
+        return io_error(q, req, crate::nvme::resv::RESERVATION_CONFLICT);
+    }
     match admit(cx, req, sub, AdmitKind::Io(nsid)) {
         Admission::Go => {}
         Admission::Queued => {

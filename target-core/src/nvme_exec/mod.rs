@@ -46,6 +46,7 @@ mod fabrics_cmd;
 mod io_cmd_bdev;
 mod queue;
 mod request;
+mod resv_cmd;
 
 pub use admin_cmd::namespace_view;
 pub use association::Association;
@@ -54,6 +55,7 @@ pub use queue::{Queue, QueueRef, QueueRole};
 pub use request::{
     AerDone, NvmeAction, NvmeCtx, NvmeReq, abandon, begin, execute, is_connect, is_read,
 };
+pub(crate) use resv_cmd::notify_hosts;
 
 use crate::nvme::TransportLimits;
 use crate::reactor::ReactorCtx;

@@ -277,6 +277,36 @@ impl Queue {
         out
     }
 
+    /// Reservation notices on namespace `nsid` of `subsystem`: for an admin queue of that
+    /// subsystem whose host is a recipient, queues the Reservation Notification log pages;
+    /// returns the parked AER to complete now, if any.
+    pub fn reservation_notices(
+        &self,
+        subsystem: u32,
+        nsid: u32,
+        notices: &[(crate::reservation::HostId, crate::reservation::NoticeKind)],
+    ) -> Option<AerDone> {
+        let QueueRole::Admin(c) = &self.role else {
+            return None;
+        };
+        if self.subsystem != Some(subsystem) || self.closing {
+            return None;
+        }
+        let mut done = None;
+        for &(host, kind) in notices {
+            if host != c.host_id() {
+                continue;
+            }
+            if let Some(a) = c.with(|c| c.resv_notify(nsid, kind)) {
+                done = Some(AerDone {
+                    cid: a.cid,
+                    cqe: a.cqe(self.sqhd()),
+                });
+            }
+        }
+        done
+    }
+
     /// Subsystems, listeners or hosts changed: for the admin queue of a discovery controller,
     /// rebuilds the log its host sees and, if it differs from the one the host last saw,
     /// returns the parked AER to complete now with the discovery log change notice.

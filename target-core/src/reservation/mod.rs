@@ -17,44 +17,21 @@
 //! - [`view`]: the immutable snapshot the data path checks commands against.
 //! - [`ptpl`] / [`ptpl_file`]: SPDK's `ptpl_file` JSON, and its atomic write.
 //!
-//! # How it runs (design for the wiring)
+//! # How it runs
 //!
-//! *Ownership.* The authoritative state of a bdev is owned by one reactor (the bdev's home:
-//! the reactor that owns the namespace/LU object on the control path). Every
-//! reservation-changing command — NVMe Register/Acquire/Release, SCSI PERSISTENT RESERVE
-//! OUT, RESERVE/RELEASE — is sent there by message from whichever reactor received it, runs
-//! there, and its completion is sent back. These commands are rare (cluster membership
-//! changes), so a message round trip is cheap, and no lock is needed because one thread
-//! owns the state.
+//! The wiring lives outside this module (docs/reservations.md, "How it runs"):
+//! `target::VolumeReservation` holds one [`Reservation`] per namespace (a bdev is claimed by
+//! one namespace, which is at once an NVMe namespace and a SCSI LU) behind a mutex that only
+//! reservation commands and view refreshes take, publishes an [`AccessView`] and moves an
+//! atomic epoch after every change, and rewrites the `ptpl_file` ([`ptpl_file::save_state`])
+//! before the changing command completes. The data path loads the epoch per command and
+//! refreshes its poll group's copy of the view only when it moved, then asks
+//! [`AccessView::permits`]: no lock and no allocation while the state does not change.
+//! `scsi_exec::reservation` and `nvme_exec::resv_cmd` run the protocol translations on it and
+//! deliver the [`Notice`]s (unit attentions; log page 80h and AEN).
 //!
-//! *Publication.* When [`Effects::changed`] is set, the owner builds an [`AccessView`] and
-//! sends it to every reactor (`for_each_reactor`); each reactor replaces its copy and
-//! acknowledges. The command completes only after every acknowledgement (and, with
-//! [`Effects::persist`], after the `ptpl_file` write on a blocking thread): once a host sees
-//! its Acquire complete, no reactor admits a conflicting command any more. This is SPDK's
-//! `ns_reservation_pg_update` sequence without its global state.
-//!
-//! *Per command.* A session (NVMe controller queue pair, SRP channel) caches its
-//! [`Standing`] with the view's epoch ([`view::CachedStanding`]); per command it checks
-//! `standing.permits(class)`: a few branches, no lock, no allocation. A conflicting
-//! command completes with Reservation Conflict without touching the bdev.
-//!
-//! *Preempt and Abort.* [`Effects::aborted`] lists the preempted requesters. The owner
-//! includes it in the view update; each reactor aborts (or waits for) its outstanding
-//! commands from those requesters to this bdev before acknowledging, so the Acquire /
-//! PERSISTENT RESERVE OUT completes only when none of them can still write.
-//!
-//! *Notifications.* Each [`Notice`] goes to its recipient: for an NVMe host, a
-//! Reservation Notification log page (`nvme::resv_log`) on each of the host's controllers
-//! that has the namespace, masked by its Reservation Notification Mask, with an AEN; for an
-//! I_T nexus, a unit attention in its queue for the LU (`scsi::ua`).
-//!
-//! *Persistence.* At namespace creation the state comes from the `ptpl_file`
-//! ([`ptpl_file::load_state`]: read, then [`ptpl::decode`]; the bdev UUID must match).
-//! After a change with [`Effects::persist`], [`ptpl_file::save_state`] ([`ptpl::encode`],
-//! then temp file, fsync, rename, fsync of the directory) runs on a blocking thread before
-//! the command completes; a failed write fails the command (NVMe Internal Error, SCSI
-//! HARDWARE ERROR) — the state change stays, as in SPDK.
+//! [`Effects::aborted`] (Preempt and Abort) is not acted on yet: the preempted requesters'
+//! outstanding commands are neither aborted nor waited for.
 
 pub mod ptpl;
 pub mod ptpl_file;

@@ -47,6 +47,18 @@ impl AccessView {
     }
 }
 
+impl AccessView {
+    /// May `who` run a command of `class`? Constant time while nothing is reserved (the
+    /// usual case); otherwise one walk over the registrants. No lock, no allocation.
+    #[inline]
+    pub fn permits(&self, who: Initiator, class: crate::reservation::CommandClass) -> bool {
+        if self.reserved.is_none() && self.legacy.is_none() {
+            return true;
+        }
+        self.standing(who).permits(class)
+    }
+}
+
 /// A session's cached standing towards one volume.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CachedStanding {

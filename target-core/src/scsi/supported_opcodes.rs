@@ -30,6 +30,21 @@ const fn cmd(opcode: u8, usage: &'static [u8]) -> Supported {
     }
 }
 
+const fn sa_cmd(opcode: u8, sa: u8, usage: &'static [u8]) -> Supported {
+    Supported {
+        opcode,
+        sa: Some(sa),
+        usage,
+        unmap_only: false,
+        alua_only: false,
+    }
+}
+
+/// PERSISTENT RESERVE IN: SERVICE ACTION, ALLOCATION LENGTH.
+const PR_IN: &[u8] = &[0x5E, 0x1F, 0, 0, 0, 0, 0, 0xFF, 0xFF, C];
+/// PERSISTENT RESERVE OUT: SERVICE ACTION, SCOPE and TYPE, PARAMETER LIST LENGTH.
+const PR_OUT: &[u8] = &[0x5F, 0x1F, 0xFF, 0, 0, 0xFF, 0xFF, 0xFF, 0xFF, C];
+
 /// Sorted by opcode, then service action.
 static COMMANDS: &[Supported] = &[
     cmd(op::TEST_UNIT_READY, &[0x00, 0, 0, 0, 0, C]),
@@ -37,6 +52,8 @@ static COMMANDS: &[Supported] = &[
     cmd(op::READ_6, &[0x08, 0x1F, 0xFF, 0xFF, 0xFF, C]),
     cmd(op::WRITE_6, &[0x0A, 0x1F, 0xFF, 0xFF, 0xFF, C]),
     cmd(op::INQUIRY, &[0x12, 0x01, 0xFF, 0xFF, 0xFF, C]),
+    cmd(crate::scsi::reserve::RESERVE_6, &[0x16, 0, 0, 0, 0, C]),
+    cmd(crate::scsi::reserve::RELEASE_6, &[0x17, 0, 0, 0, 0, C]),
     cmd(op::MODE_SENSE_6, &[0x1A, 0x08, 0xFF, 0xFF, 0xFF, C]),
     cmd(op::START_STOP_UNIT, &[0x1B, 0x01, 0, 0x0F, 0xF7, C]),
     cmd(
@@ -71,9 +88,31 @@ static COMMANDS: &[Supported] = &[
         alua_only: false,
     },
     cmd(
+        crate::scsi::reserve::RESERVE_10,
+        &[0x56, 0, 0, 0, 0, 0, 0, 0, 0, C],
+    ),
+    cmd(
+        crate::scsi::reserve::RELEASE_10,
+        &[0x57, 0, 0, 0, 0, 0, 0, 0, 0, C],
+    ),
+    cmd(
         op::MODE_SENSE_10,
         &[0x5A, 0x18, 0xFF, 0xFF, 0, 0, 0, 0xFF, 0xFF, C],
     ),
+    // READ KEYS, READ RESERVATION, REPORT CAPABILITIES, READ FULL STATUS.
+    sa_cmd(0x5E, 0x00, PR_IN),
+    sa_cmd(0x5E, 0x01, PR_IN),
+    sa_cmd(0x5E, 0x02, PR_IN),
+    sa_cmd(0x5E, 0x03, PR_IN),
+    // REGISTER, RESERVE, RELEASE, CLEAR, PREEMPT, PREEMPT AND ABORT, REGISTER AND IGNORE
+    // EXISTING KEY (REGISTER AND MOVE and REPLACE LOST RESERVATION are refused).
+    sa_cmd(0x5F, 0x00, PR_OUT),
+    sa_cmd(0x5F, 0x01, PR_OUT),
+    sa_cmd(0x5F, 0x02, PR_OUT),
+    sa_cmd(0x5F, 0x03, PR_OUT),
+    sa_cmd(0x5F, 0x04, PR_OUT),
+    sa_cmd(0x5F, 0x05, PR_OUT),
+    sa_cmd(0x5F, 0x06, PR_OUT),
     cmd(
         op::READ_16,
         &[

@@ -6,6 +6,7 @@ use super::lu_map::{LuLimits, LuMap, MappedLu};
 use super::nexus::ItNexus;
 use super::request::{Phase, ScsiAction, ScsiCommand, ScsiReq};
 use crate::ana::TpgEntry;
+use super::reservation::{self, ResvStep};
 use crate::bdev::BdevIo;
 use crate::scsi::alua::{self, AluaState};
 use crate::scsi::ua::{UaCheck, UaQueue};
@@ -169,6 +170,7 @@ impl ScsiEngine {
             Phase::Admit => self.admit(core, nexus, ua, req),
             Phase::Exec => self.exec(core, nexus, ua, req),
             Phase::DataOut => self.fetch(req),
+            Phase::Submit if req.pr_out.is_some() => reservation::run_pr_out(core, nexus, req),
             Phase::Submit => self.submit(core, req),
             Phase::Bdev => ScsiAction::Submitted,
             Phase::Done => ScsiAction::Respond,
@@ -261,8 +263,9 @@ impl ScsiEngine {
         } else {
             map.luns()
         };
+        let cdb = req.cdb;
         let cmd = scsi::Command {
-            cdb: &req.cdb[..usize::from(req.cdb_len)],
+            cdb: &cdb[..usize::from(req.cdb_len)],
             data_out_len: req.out_len,
         };
         // Implicit ALUA: the port's state for the LU's ANA group, from the poll group's
@@ -292,6 +295,11 @@ impl ScsiEngine {
                 anatt_secs,
             }),
         };
+        // The namespace of the logical unit, for its reservation.
+        let nsid = lu.and(req.lun).map(|l| u32::from(l) + 1);
+        if let Some(nsid) = nsid {
+            reservation::take_notices(core, req.sub, nsid, nexus, ua);
+        }
         // A device server run again (it waited for buffers) delivers what it took before.
         let check = match req.delivering.take() {
             Some(sense) => UaCheck::Deliver(sense),
@@ -301,7 +309,20 @@ impl ScsiEngine {
             UaCheck::Proceed => match alua_state.map(|st| alua::check(st, cmd.cdb)) {
                 // A port that is not active for the LU: NOT READY with the state's ASCQ.
                 Some(Err(sense)) => Verdict::CheckCondition(sense),
-                _ => scsi::execute(lu, &ctx, &cmd, &mut self.scratch),
+                _ => match nsid.map(|n| reservation::check(core, n, nexus, req, &mut self.scratch)) {
+                    None | Some(ResvStep::Proceed) => {
+                        scsi::execute(lu, &ctx, &cmd, &mut self.scratch)
+                    }
+                    Some(ResvStep::Verdict(v)) => v,
+                    Some(ResvStep::Conflict) => {
+                        req.status = ScsiStatus::ReservationConflict;
+                        return Self::respond(core, req);
+                    }
+                    Some(ResvStep::FetchParams) => {
+                        req.phase = Phase::DataOut;
+                        return self.fetch(req);
+                    }
+                },
             },
             UaCheck::Report(sense) => Verdict::CheckCondition(sense),
             UaCheck::Deliver(sense) => {

@@ -148,6 +148,7 @@ mod tests {
             writable: nsid != 3,
             visible_hosts: None,
             anagrpid: nsid,
+            ptpl_capable: false,
         }
     }
 

@@ -46,8 +46,8 @@
 //! namespace's bdev channel), so state kept per namespace is shared by both protocols by
 //! construction:
 //!
-//! - per volume, authoritative on the control path: the [`crate::reservation::Reservation`]
-//!   (owned by the bdev's home reactor) and the namespace's ANA group in the subsystem's
+//! - per volume: the namespace's [`crate::target::VolumeReservation`] (see
+//!   `reservation.rs` here) and the namespace's ANA group in the subsystem's
 //!   [`crate::ana::AnaModel`];
 //! - per volume per poll group: the published [`crate::reservation::AccessView`] beside the
 //!   namespace's admission gate, read by `nvme_exec` for an NVMe command and by [`ScsiEngine`] for
@@ -73,6 +73,7 @@ mod io_bdev;
 mod lu_map;
 mod nexus;
 mod request;
+mod reservation;
 #[cfg(test)]
 mod tests;
 

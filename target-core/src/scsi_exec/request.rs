@@ -119,6 +119,8 @@ pub struct ScsiReq {
     pub(super) write_same: WriteSameMode,
     /// The WRITE SAME pattern fills the data buffers.
     pub(super) pattern_ready: bool,
+    /// A PERSISTENT RESERVE OUT waiting for its parameter list.
+    pub(super) pr_out: Option<crate::scsi::pr_out::PrOutCdb>,
 }
 
 impl Default for ScsiReq {
@@ -154,6 +156,7 @@ impl ScsiReq {
             cursor: 0,
             write_same: WriteSameMode::Undecided,
             pattern_ready: false,
+            pr_out: None,
         }
     }
 
@@ -181,6 +184,7 @@ impl ScsiReq {
         self.cursor = 0;
         self.write_same = WriteSameMode::Undecided;
         self.pattern_ready = false;
+        self.pr_out = None;
     }
 
     /// Ends the command with CHECK CONDITION and `sense` and no data-in (see

@@ -10,6 +10,7 @@ mod poll_group;
 pub mod scsi_port;
 mod state;
 mod subsystem;
+mod volume_resv;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -31,6 +32,7 @@ pub use subsystem::{
     HostDhchap, ListenAddr, MAX_LISTENERS, Namespace, Subsystem, SubsystemConfig, SubsystemType,
     validate_ascii_field, validate_nqn,
 };
+pub use volume_resv::VolumeReservation;
 
 use crate::bdev::{BdevRegistry, Claim};
 use crate::reactor::{PollStatus, Reactors};
@@ -792,6 +794,18 @@ impl Target {
                 holder: nqn.to_string(),
             },
         )?;
+        // The volume's reservation state, from its ptpl_file (a decode error fails the RPC).
+        let bdev_uuid = bdev.uuid();
+        let reservation = match VolumeReservation::load(
+            p.ptpl_file.as_deref().map(std::path::Path::new),
+            bdev_uuid,
+        ) {
+            Ok(r) => Arc::new(r),
+            Err(e) => {
+                self.bdevs.release(&p.bdev_name);
+                return Err(CoreError::Invalid(e.to_string()));
+            }
+        };
         let scope = if p.nsid == 0 {
             PauseScope::Admin
         } else {
@@ -848,6 +862,7 @@ impl Target {
                     no_auto_visible: pp.no_auto_visible,
                     visible_hosts: Vec::new(),
                     ptpl_file: pp.ptpl_file.clone(),
+                    reservation: Arc::clone(&reservation),
                 },
             );
             s.ns_generation.fetch_add(1, Ordering::AcqRel);
@@ -1112,6 +1127,29 @@ impl Target {
         if let Err(e) = sent {
             tracing::debug!("cannot tell the poll groups of a discovery change: {e}");
         }
+    }
+
+    /// Waits for every command admitted to namespace `nsid` of `sub` on any poll group to
+    /// complete (the namespace is paused, which drains them, and resumed; commands arriving
+    /// meanwhile queue and are replayed), then calls `done` on whichever thread finished the
+    /// change. For a Reservation Acquire (preempt and abort): once it has returned, none of
+    /// the preempted hosts' commands admitted before the preempt can still touch the bdev.
+    pub(crate) fn drain_namespace(
+        self: &Arc<Self>,
+        sub: &Arc<Subsystem>,
+        nsid: u32,
+        done: impl FnOnce(Result<(), CoreError>) + Send + 'static,
+    ) {
+        let f: state::ModifyFn = Box::new(|_| Ok((0, None)));
+        state::submit(
+            self,
+            sub,
+            Change::Modify {
+                scope: PauseScope::Namespace(nsid),
+                f,
+            },
+            Box::new(move |r| done(r.map(|_| ()))),
+        );
     }
 
     // ----- pause / resume -----

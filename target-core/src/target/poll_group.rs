@@ -15,10 +15,12 @@ use super::ana::PgAna;
 use super::error::CoreError;
 use super::state::PauseScope;
 use super::subsystem::{ListenAddr, Namespace, Subsystem};
+use super::volume_resv::VolumeReservation;
 use crate::ana::{AnaState, TpgEntry};
 use crate::bdev::{BdevIo, IoChannel, IoType};
 use crate::reactor::{ReactorCtx, Step};
 use crate::registry::TransportPollGroup;
+use crate::reservation::{AccessView, CommandClass, Initiator};
 
 /// Bits of a bdev I/O tag that belong to the transport; the top 16 name the transport.
 pub const TAG_MASK: u64 = (1 << 48) - 1;
@@ -64,6 +66,8 @@ pub struct NsInfo {
     pub visible_hosts: Option<Arc<[String]>>,
     /// The ANA group (meaningful with ANA reporting).
     pub anagrpid: u32,
+    /// The volume's reservation state can persist through power loss (a `ptpl_file`).
+    pub ptpl_capable: bool,
 }
 
 impl NsInfo {
@@ -84,6 +88,7 @@ impl NsInfo {
             writable: b.supports(IoType::Write),
             visible_hosts: ns.visibility(),
             anagrpid: ns.anagrpid,
+            ptpl_capable: ns.ptpl_file.is_some(),
         }
     }
 
@@ -120,6 +125,10 @@ pub struct NsGroup {
     channel: IoChannel,
     gate: Gate,
     io_outstanding: u32,
+    /// The volume's reservation state, and this poll group's copy of its published view
+    /// (refreshed when the state's epoch moves).
+    resv: Arc<VolumeReservation>,
+    view: Arc<AccessView>,
 }
 
 impl NsGroup {
@@ -412,6 +421,40 @@ impl PgCore {
             .map(|n| &n.info)
     }
 
+    /// The reservation state of namespace `nsid` of a subsystem (for reservation commands;
+    /// the conflict check is [`PgCore::resv_permits`]).
+    pub fn reservation(&self, subsystem: u32, nsid: u32) -> Option<&Arc<VolumeReservation>> {
+        let sg = self.sg(subsystem)?;
+        sg.ns
+            .get(nsid.checked_sub(1)? as usize)?
+            .as_ref()
+            .map(|n| &n.resv)
+    }
+
+    /// Whether `who` may run a command of `class` on namespace `nsid` of a subsystem, as the
+    /// volume's reservation says: one atomic load and a few branches while nothing is
+    /// reserved; the poll group's view is refreshed (one lock) only after a reservation
+    /// change. An unknown namespace permits (admission refuses it).
+    pub fn resv_permits(
+        &mut self,
+        subsystem: u32,
+        nsid: u32,
+        who: Initiator,
+        class: CommandClass,
+    ) -> bool {
+        let Some(ns) = self
+            .sg_mut(subsystem)
+            .and_then(|sg| sg.ns.get_mut(nsid.checked_sub(1)? as usize))
+            .and_then(Option::as_mut)
+        else {
+            return true;
+        };
+        if ns.view.epoch() != ns.resv.epoch() {
+            ns.view = ns.resv.view();
+        }
+        ns.view.permits(who, class)
+    }
+
     /// The active namespaces of a subsystem on this poll group, in NSID order.
     pub fn namespaces(&self, subsystem: u32) -> impl Iterator<Item = &NsInfo> {
         self.sg(subsystem)
@@ -574,6 +617,8 @@ impl PgCore {
             channel,
             gate: Gate::Active,
             io_outstanding: 0,
+            view: ns.reservation.view(),
+            resv: Arc::clone(&ns.reservation),
         })
     }
 
@@ -612,7 +657,9 @@ impl PgCore {
         for (i, slot) in slots.iter_mut().enumerate() {
             let nsid = i as u32 + 1;
             let keep = match (slot.as_mut(), config_ns.iter().find(|n| n.nsid == nsid)) {
-                (Some(g), Some(c)) if Arc::ptr_eq(&g.bdev, &c.bdev) => {
+                (Some(g), Some(c))
+                    if Arc::ptr_eq(&g.bdev, &c.bdev) && Arc::ptr_eq(&g.resv, &c.reservation) =>
+                {
                     let now = NsInfo::of(c);
                     if g.info != now && g.info.same_but_visibility(&now) {
                         g.info = now;
@@ -801,6 +848,32 @@ impl PollGroup {
     pub(crate) fn discovery_changed(&mut self) {
         for t in self.transports.iter_mut().flatten() {
             t.discovery_changed(&mut self.core);
+        }
+    }
+
+    /// Reservation notices for NVMe hosts on namespace `nsid` of a subsystem (see
+    /// `nvme_exec::resv_cmd::notify_hosts`).
+    pub(crate) fn reservation_notices(
+        &mut self,
+        subsystem: u32,
+        nsid: u32,
+        notices: &[(crate::reservation::HostId, crate::reservation::NoticeKind)],
+    ) {
+        for t in self.transports.iter_mut().flatten() {
+            t.reservation_notices(&mut self.core, subsystem, nsid, notices);
+        }
+    }
+
+    /// Completes a parked command of transport `transport`'s connection `queue` (see
+    /// `TransportPollGroup::parked_done`).
+    pub(crate) fn parked_done(
+        &mut self,
+        transport: usize,
+        queue: u64,
+        done: crate::nvme_exec::AerDone,
+    ) {
+        if let Some(t) = self.transports.get_mut(transport).and_then(Option::as_mut) {
+            t.parked_done(&mut self.core, queue, done);
         }
     }
 

@@ -180,6 +180,9 @@ pub struct Namespace {
     pub visible_hosts: Vec<String>,
     /// Persist-through-power-loss file, if given.
     pub ptpl_file: Option<String>,
+    /// The volume's reservation state (NVMe reservations and SCSI persistent reservations
+    /// share it), loaded from `ptpl_file`.
+    pub reservation: Arc<super::VolumeReservation>,
 }
 
 impl Namespace {
@@ -380,6 +383,15 @@ impl Subsystem {
     /// Runs `f` on the configuration under the read lock.
     pub fn with_config<R>(&self, f: impl FnOnce(&SubsystemConfig) -> R) -> R {
         f(&self.config.read())
+    }
+
+    /// A SCSI I_T nexus to this subsystem is gone (its last channel closed): its SPC-2
+    /// reservations (RESERVE(6/10)) on every logical unit are dropped, as SPC-4 says;
+    /// persistent reservations stay.
+    pub fn scsi_nexus_lost(&self, nexus: crate::reservation::Nexus) {
+        for ns in self.config.read().namespaces.values() {
+            ns.reservation.nexus_lost(nexus);
+        }
     }
 
     /// Registers a controller under a freshly allocated controller id. `make` receives the id

@@ -859,6 +859,9 @@ impl SrpFixture {
     }
 }
 
+/// SCSI reservation commands.
+pub mod pr;
+
 /// CDB helpers.
 pub mod cdb {
     /// INQUIRY (standard, or a VPD page).

@@ -331,15 +331,20 @@ impl RdmaPg {
     /// Disconnects the queue pair named by a [`target_core::nvme_exec::QueueRef`] key (from the
     /// exec layer).
     pub(crate) fn disconnect_key(&mut self, core: &mut PgCore, key: u64) {
-        let qk = key as u32;
-        let epoch = (key >> 32) as u16;
-        if self
-            .qpairs
-            .get(qk as usize)
-            .is_some_and(|q| q.epoch == epoch && !q.life.is_closing())
-        {
+        if let Some(qk) = self.live_key(key) {
             self.close(core, qk);
             self.flush(core);
         }
+    }
+
+    /// The queue pair a generation-tagged connection key (`QueueRef::key`) names, if it is
+    /// still that connection and not closing.
+    pub(crate) fn live_key(&self, key: u64) -> Option<u32> {
+        let qk = key as u32;
+        let epoch = (key >> 32) as u16;
+        self.qpairs
+            .get(qk as usize)
+            .is_some_and(|q| q.epoch == epoch && !q.life.is_closing())
+            .then_some(qk)
     }
 }

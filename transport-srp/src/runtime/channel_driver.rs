@@ -463,7 +463,7 @@ impl SrpPg {
         let cntlid = match self
             .shared
             .sessions
-            .accept(nc.gid, &nc.sub, |id| ControllerInfo {
+            .accept(nc.gid, &nc.sub, chan.scsi.identity(), |id| ControllerInfo {
                 cntlid: id,
                 cntrltype: "io",
                 hostnqn: host.clone(),

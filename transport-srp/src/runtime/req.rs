@@ -154,7 +154,7 @@ impl Req {
 /// The SCSI engine's view of a channel's I_T nexus, logged in through `listen` of `sub`: the
 /// listener's relative target port id and, when the subsystem reports asymmetric access, its
 /// target port group (implicit ALUA).
-pub(super) fn scsi_nexus(nexus: &NexusKey, sub: &Subsystem, listen: &ListenAddr) -> ItNexus {
+pub(crate) fn scsi_nexus(nexus: &NexusKey, sub: &Subsystem, listen: &ListenAddr) -> ItNexus {
     let (port, ana) = sub.with_config(|c| {
         let port = c
             .listeners

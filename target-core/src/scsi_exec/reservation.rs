@@ -1,0 +1,177 @@
+//! Reservations in the SCSI exec layer: the volume's shared
+//! [`VolumeReservation`](crate::target::VolumeReservation) (one per namespace, so an NVMe
+//! host and an SRP initiator on one bdev see one state) bound to SCSI commands.
+//!
+//! Per command to a logical unit, after the unit attention check and before the device
+//! server ([`super::ScsiEngine::drive`]):
+//!
+//! 1. notices (RESERVATIONS PREEMPTED / RELEASED, REGISTRATIONS PREEMPTED) waiting in the
+//!    volume for this nexus become unit attentions in its queue — one atomic load when none
+//!    wait;
+//! 2. the conflict check: `scsi::pr_access::command_class` and the poll group's view
+//!    ([`PgCore::resv_permits`]); a refused command ends with RESERVATION CONFLICT without
+//!    touching the bdev;
+//! 3. PERSISTENT RESERVE IN, RESERVE(6/10) and RELEASE(6/10) run on the volume's state;
+//!    PERSISTENT RESERVE OUT first fetches its parameter list, then runs
+//!    ([`run_pr_out`]).
+//!
+//! Not done here yet (docs/reservations.md, Status): PREEMPT AND ABORT does not abort the
+//! preempted nexuses' outstanding tasks; notices reach a nexus's per-channel unit attention
+//! queue (`UaQueue`), not a queue per LU.
+
+use super::nexus::ItNexus;
+use super::request::{Phase, ScsiAction, ScsiReq};
+use crate::reservation::{Initiator, Notice};
+use crate::scsi::pr_in::{PERSISTENT_RESERVE_IN, decode_pr_in, execute_pr_in};
+use crate::scsi::pr_out::{PERSISTENT_RESERVE_OUT, PrStatus, decode_pr_out, execute_pr_out};
+use crate::scsi::reserve::{RELEASE_6, RELEASE_10, RESERVE_6, RESERVE_10, execute_reserve_release};
+use crate::scsi::sense::SenseKey;
+use crate::scsi::ua::{UaQueue, UnitAttention};
+use crate::scsi::{ScsiStatus, Sense, Verdict, pr_access};
+use crate::target::PgCore;
+
+/// What the reservation step decided for a command.
+pub(super) enum ResvStep {
+    /// Run the device server.
+    Proceed,
+    /// The command is answered: GOOD, CHECK CONDITION or parameter data.
+    Verdict(Verdict),
+    /// RESERVATION CONFLICT.
+    Conflict,
+    /// PERSISTENT RESERVE OUT: fetch the parameter list, then [`run_pr_out`].
+    FetchParams,
+}
+
+/// HARDWARE ERROR, INTERNAL TARGET FAILURE: the `ptpl_file` could not be written.
+const fn persist_failed() -> Sense {
+    Sense::new(SenseKey::HardwareError, 0x44, 0x00)
+}
+
+/// Moves the notices the volume holds for `nexus` into its unit attention queue (step 1).
+pub(super) fn take_notices<const N: usize>(
+    core: &PgCore,
+    sub: u32,
+    nsid: u32,
+    nexus: &ItNexus,
+    ua: &mut UaQueue<N>,
+) {
+    let Some(vol) = core.reservation(sub, nsid) else {
+        return;
+    };
+    if vol.has_notices() {
+        vol.take_notices(Initiator::Scsi(nexus.identity()), |n: Notice| {
+            ua.establish(UnitAttention::for_notice(n.kind));
+        });
+    }
+}
+
+fn status(s: PrStatus) -> ResvStep {
+    match s {
+        PrStatus::Good => ResvStep::Verdict(Verdict::Good),
+        PrStatus::ReservationConflict => ResvStep::Conflict,
+        PrStatus::CheckCondition(sense) => ResvStep::Verdict(Verdict::CheckCondition(sense)),
+    }
+}
+
+/// Steps 2 and 3 for a command to the logical unit of namespace `nsid`.
+pub(super) fn check(
+    core: &mut PgCore,
+    nsid: u32,
+    nexus: &ItNexus,
+    req: &mut ScsiReq,
+    scratch: &mut [u8],
+) -> ResvStep {
+    let cdb_copy = req.cdb;
+    let cdb = &cdb_copy[..usize::from(req.cdb_len)];
+    let who = Initiator::Scsi(nexus.identity());
+    if !core.resv_permits(req.sub, nsid, who, pr_access::command_class(cdb)) {
+        return ResvStep::Conflict;
+    }
+    let opcode = cdb.first().copied().unwrap_or(0);
+    if !matches!(
+        opcode,
+        PERSISTENT_RESERVE_IN
+            | PERSISTENT_RESERVE_OUT
+            | RESERVE_6
+            | RESERVE_10
+            | RELEASE_6
+            | RELEASE_10
+    ) {
+        return ResvStep::Proceed;
+    }
+    let Some(vol) = core.reservation(req.sub, nsid) else {
+        return ResvStep::Proceed;
+    };
+    match opcode {
+        PERSISTENT_RESERVE_IN => match decode_pr_in(cdb) {
+            Ok(c) => {
+                let len = vol.read(|s| execute_pr_in(s, &c, scratch));
+                ResvStep::Verdict(Verdict::DataIn { len })
+            }
+            Err(s) => ResvStep::Verdict(Verdict::CheckCondition(s)),
+        },
+        PERSISTENT_RESERVE_OUT => match decode_pr_out(cdb, req.out_len) {
+            Ok(c) => {
+                req.pr_out = Some(c);
+                req.wanted_out = u64::from(c.fetch_len);
+                ResvStep::FetchParams
+            }
+            Err(s) => ResvStep::Verdict(Verdict::CheckCondition(s)),
+        },
+        _ => {
+            let nexus = nexus.identity();
+            match vol.update(|s| execute_reserve_release(s, nexus, cdb), |_| None) {
+                Ok(s) => status(s),
+                Err(e) => {
+                    tracing::error!("reservation: writing the ptpl_file failed: {e}");
+                    ResvStep::Verdict(Verdict::CheckCondition(persist_failed()))
+                }
+            }
+        }
+    }
+}
+
+/// Runs a PERSISTENT RESERVE OUT whose parameter list has been fetched, and ends it.
+pub(super) fn run_pr_out(core: &mut PgCore, nexus: &ItNexus, req: &mut ScsiReq) -> ScsiAction {
+    let Some(c) = req.pr_out.take() else {
+        req.check(Sense::internal_target_failure());
+        return super::ScsiEngine::respond(core, req);
+    };
+    let nsid = req.lun.map_or(0, |l| u32::from(l) + 1);
+    let Some(vol) = core.reservation(req.sub, nsid).cloned() else {
+        req.check(Sense::lun_not_supported());
+        return super::ScsiEngine::respond(core, req);
+    };
+    let params = req.param.as_ref().map_or(&[][..], |p| {
+        let s = p.as_slice();
+        &s[..s.len().min(c.fetch_len as usize)]
+    });
+    let who = nexus.identity();
+    let r = vol.update(
+        |s| execute_pr_out(s, who, &c, params),
+        |r| (r.status == PrStatus::Good).then_some(&r.effects.notices[..]),
+    );
+    match r {
+        Ok(r) => {
+            crate::nvme_exec::notify_hosts(core, req.sub, nsid, &r.effects.notices);
+            if !r.effects.aborted.is_empty() {
+                tracing::info!(
+                    "PERSISTENT RESERVE OUT: preempted {} registrant(s); their outstanding \
+                     tasks are not aborted (not wired yet)",
+                    r.effects.aborted.len()
+                );
+            }
+            match r.status {
+                PrStatus::Good => req.status = ScsiStatus::Good,
+                PrStatus::ReservationConflict => req.status = ScsiStatus::ReservationConflict,
+                PrStatus::CheckCondition(s) => req.check(s),
+            }
+        }
+        Err(e) => {
+            tracing::error!("reservation: writing the ptpl_file failed: {e}");
+            req.check(persist_failed());
+        }
+    }
+    req.phase = Phase::Done;
+    super::ScsiEngine::respond(core, req)
+}
