@@ -101,7 +101,9 @@ fn sampler(conn: Conn, mut interval: Duration, out: Sender<Reading>, ctl: Receiv
             if client.is_none() {
                 client = Some(conn.connect().map_err(|e| e.to_string())?);
             }
-            let c = client.as_mut().expect("connected above");
+            let Some(c) = client.as_mut() else {
+                return Err("not connected".to_string());
+            };
             Sample::fetch(c).map_err(|e| {
                 client = None;
                 e.to_string()

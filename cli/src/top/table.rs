@@ -108,34 +108,42 @@ const IO_COLUMNS: [Column; 6] = [
     num("p99", "P99 us"),
 ];
 
-/// Where IOPS is in the namespace and subsystem views.
+/// Where IOPS is in the namespace and subsystem views: after their three leading columns.
 const IOPS_COLUMN: usize = 3;
 
-const NAMESPACE_COLUMNS: &[Column] = &[
-    text("bdev", "Bdev"),
-    text("subsystem", "Subsystem"),
-    id("nsid", "NSID"),
-    IO_COLUMNS[0],
-    IO_COLUMNS[1],
-    IO_COLUMNS[2],
-    IO_COLUMNS[3],
-    IO_COLUMNS[4],
-    IO_COLUMNS[5],
-    num("hosts", "Hosts"),
-];
+/// A view of three leading columns, the I/O columns, and a last one.
+const fn io_view(lead: [Column; IOPS_COLUMN], last: Column) -> [Column; IOPS_COLUMN + 7] {
+    let mut out = [last; IOPS_COLUMN + 7];
+    let mut i = 0;
+    while i < IOPS_COLUMN {
+        out[i] = lead[i];
+        i += 1;
+    }
+    let mut j = 0;
+    while j < IO_COLUMNS.len() {
+        out[IOPS_COLUMN + j] = IO_COLUMNS[j];
+        j += 1;
+    }
+    out
+}
 
-const SUBSYSTEM_COLUMNS: &[Column] = &[
-    text("subsystem", "Subsystem"),
-    num("namespaces", "NS"),
+const NAMESPACE_COLUMNS: &[Column] = &io_view(
+    [
+        text("bdev", "Bdev"),
+        text("subsystem", "Subsystem"),
+        id("nsid", "NSID"),
+    ],
     num("hosts", "Hosts"),
-    IO_COLUMNS[0],
-    IO_COLUMNS[1],
-    IO_COLUMNS[2],
-    IO_COLUMNS[3],
-    IO_COLUMNS[4],
-    IO_COLUMNS[5],
+);
+
+const SUBSYSTEM_COLUMNS: &[Column] = &io_view(
+    [
+        text("subsystem", "Subsystem"),
+        num("namespaces", "NS"),
+        num("hosts", "Hosts"),
+    ],
     text("hostnqns", "Connected hosts"),
-];
+);
 
 const REACTOR_COLUMNS: &[Column] = &[
     id("lcore", "Lcore"),
