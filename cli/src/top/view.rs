@@ -69,15 +69,16 @@ pub fn draw(frame: &mut Frame, table: &Table, sort: usize, status: &Status) {
             ]
         })
         .collect();
+    // The tabs first, the socket path (long, least needed) last, for narrow terminals.
     let mut first = vec![Span::styled(
-        "rtgt top ",
+        "rtgt top  ",
         Style::default().add_modifier(Modifier::BOLD),
     )];
-    first.push(Span::raw(format!(
-        "{}  sample {}  at {}  every {}s   ",
-        status.endpoint, status.samples, status.at, status.interval
-    )));
     first.extend(tabs);
+    first.push(Span::raw(format!(
+        "  sample {}  at {}  every {}s  {}",
+        status.samples, status.at, status.interval, status.endpoint
+    )));
     let second = match &status.error {
         Some(e) => Line::from(Span::styled(
             format!("error: {e} (retrying)"),
@@ -141,7 +142,7 @@ pub fn draw(frame: &mut Frame, table: &Table, sort: usize, status: &Status) {
 
     frame.render_widget(
         Paragraph::new(Line::from(
-            "q quit   Tab/1-3 view   s/→ next sort column   ←/S previous   +/- interval",
+            "q quit   Tab/1-3 view   s/Right next sort column   S/Left previous   +/- interval",
         ))
         .style(Style::default().add_modifier(Modifier::DIM)),
         foot,
