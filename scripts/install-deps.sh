@@ -2,15 +2,16 @@
 # Installs what building and testing rtgt needs on Debian/Ubuntu: the RDMA and clang headers
 # rdma-sys builds against, librbd and librados (the Ceph RBD backend links them), the Ceph
 # monitor and OSD the RBD tests start (scripts/ceph-cluster.sh), QEMU and the guest tools for
-# the end-to-end suite, and the Python packages of the compatibility and Ansible tests. Safe to
-# run again; installs only what is missing.
+# the end-to-end suite, tmux for the `rtgt top` terminal test (cli/tests/top_tmux.rs), and the
+# Python packages of the compatibility and Ansible tests. Safe to run again; installs only
+# what is missing.
 #
 # Usage: scripts/install-deps.sh [--build-only]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 BUILD_PKGS="libibverbs-dev librdmacm-dev libclang-dev pkg-config librbd-dev librados-dev"
-TEST_PKGS="qemu-system-x86 busybox-static cpio iproute2 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils nvme-cli fio kmod xz-utils python3 nftables ceph-mon ceph-osd ceph-common"
+TEST_PKGS="tmux qemu-system-x86 busybox-static cpio iproute2 rdma-core ibverbs-providers ibverbs-utils rdmacm-utils nvme-cli fio kmod xz-utils python3 nftables ceph-mon ceph-osd ceph-common"
 pkgs="$BUILD_PKGS"
 [ "${1:-}" = "--build-only" ] || pkgs="$pkgs $TEST_PKGS"
 

@@ -9,6 +9,7 @@
 //!   and one-line errors.
 //! * [`cmd`]: `rtgt rpc` and `rtgt completions`.
 //! * [`shell`]: `rtgt shell` (rustyline, completion with live names, `ls`).
+//! * [`top`]: `rtgt top`, a live view of IOPS, latency, hosts and reactor load.
 //!
 //! The daemon (`rtgt serve`) lives in the binary.
 
@@ -25,3 +26,4 @@ pub mod cmd;
 pub mod exec;
 pub mod methods;
 pub mod shell;
+pub mod top;

@@ -1,9 +1,10 @@
 //! The `rtgt` binary.
 //!
 //! `rtgt serve` runs the target daemon (see [`serve`]). `rtgt rpc` calls one JSON-RPC method
-//! with rpc.py's command line, `rtgt shell` is an interactive shell over the same commands, and
-//! `rtgt completions bash|zsh` prints completion scripts (the client side lives in the `rtgt`
-//! library: [`rtgt::cmd`], [`rtgt::shell`]).
+//! with rpc.py's command line, `rtgt shell` is an interactive shell over the same commands,
+//! `rtgt top` is a live view of the target's load, and `rtgt completions bash|zsh` prints
+//! completion scripts (the client side lives in the `rtgt` library: [`rtgt::cmd`],
+//! [`rtgt::shell`], [`rtgt::top`]).
 
 mod config_store;
 mod log;
@@ -47,6 +48,8 @@ enum Command {
     Rpc(rtgt::cmd::RpcArgs),
     /// Interactive shell: methods with completion of names, `ls` tree, history.
     Shell(rtgt::shell::ShellArgs),
+    /// Live view of IOPS, MiB/s, latency and hosts per namespace and subsystem, and reactor load.
+    Top(rtgt::top::TopArgs),
     /// Print a completion script (e.g. `rtgt completions bash > /etc/bash_completion.d/rtgt`).
     Completions {
         /// The shell.
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(*args),
         Command::Rpc(args) => rtgt::cmd::run_rpc(args),
         Command::Shell(args) => rtgt::shell::run(args),
+        Command::Top(args) => rtgt::top::run(args),
         Command::Completions { shell } => {
             let mut cmd = Cli::command().mut_subcommand("rpc", |_| rtgt::cmd::rpc_tree(RPC_ABOUT));
             let shell = match shell {

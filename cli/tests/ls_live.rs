@@ -4,54 +4,17 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use rpc::methods::TargetContext;
-use rpc::{CoreHooks, Methods, RpcState, StateHandle, UnixOptions};
 use rtgt::client::Endpoint;
 use rtgt::exec::Conn;
 use rtgt::shell::{Next, Shell};
 use rtgt_tests::nvme_host::{HOSTNQN, NvmfEnv};
 use rtgt_tests::srp_initiator::SrpFixture;
 use serde_json::json;
-use target_core::target::Target;
 
 const NQN: &str = "nqn.2016-06.io.spdk:live1";
-
-/// Serves the target's methods on `sock` from a thread of its own until the sender drops.
-fn serve(target: &Arc<Target>, sock: &Path) -> std::sync::mpsc::Sender<()> {
-    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
-    let target = Arc::clone(target);
-    let sock = sock.to_path_buf();
-    std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(async move {
-            let state = StateHandle::new(RpcState::Runtime);
-            let mut m = Methods::from_arc(Arc::new(TargetContext::new(target)), state);
-            m.register_core(CoreHooks::new()).expect("core");
-            rpc::methods::register(&mut m).expect("methods");
-            let h = rpc::serve_unix(m.build(), &sock, UnixOptions::default())
-                .await
-                .expect("serve");
-            ready_tx.send(()).expect("ready");
-            // Wait for the test to finish without blocking the runtime's thread for good.
-            while let Err(std::sync::mpsc::TryRecvError::Empty) = stop_rx.try_recv() {
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            h.shutdown().await;
-        });
-    });
-    ready_rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("RPC server up");
-    stop_tx
-}
 
 fn ls(sock: PathBuf, what: &str) -> String {
     let sh = Shell::new(Conn {
@@ -76,7 +39,7 @@ fn ls_shows_nvme_controllers_and_their_queue_pairs() {
     let ctrl = env.connect(env.opts(NQN)).expect("connect");
     let dir = common::temp_dir("ls-nvme");
     let sock = dir.join("rpc.sock");
-    let stop = serve(&env.t.target, &sock);
+    let stop = common::serve_target(&env.t.target, &sock);
 
     let tree = ls(sock.clone(), NQN);
     let ctrl_line = format!("controller 1  io  host {HOSTNQN}  2 I/O qpairs");
@@ -111,7 +74,7 @@ fn ls_shows_srp_sessions_and_channels() {
     let ini = fx.login(0x5254_0012_3456_7890);
     let dir = common::temp_dir("ls-srp");
     let sock = dir.join("rpc.sock");
-    let stop = serve(&fx.t.target, &sock);
+    let stop = common::serve_target(&fx.t.target, &sock);
 
     let tree = ls(sock, &fx.nqn);
     assert!(

@@ -41,6 +41,7 @@ fn rpc_get_methods_lists_every_method() {
         "bdev_get_bdevs",
         "bdev_get_iostat",
         "bdev_reset_iostat",
+        "bdev_get_latency_histogram",
         "bdev_wait_for_examine",
         "nvmf_create_transport",
         "nvmf_get_transports",
@@ -293,6 +294,34 @@ fn bdev_create_get_delete_and_errors() {
             json!({"names": ["Malloc0"], "reset_mode": "all"})
         )["bdevs"][0]["min_read_latency_ticks"],
         0
+    );
+    let h = r.ok("bdev_get_latency_histogram", json!({}));
+    let bounds = h["bucket_upper_bounds_us"].as_array().unwrap();
+    assert_eq!((bounds[0].as_u64(), bounds[3].as_u64()), (Some(1), Some(8)));
+    let names: Vec<&str> = h["bdevs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"Malloc0") && names.contains(&"Null0"),
+        "{h}"
+    );
+    assert_eq!(
+        h["bdevs"][0]["read"]["buckets"].as_array().unwrap().len(),
+        bounds.len() + 1,
+        "one more bucket than bounds (the unbounded one): {h}"
+    );
+    assert_code(
+        &r.err("bdev_get_latency_histogram", json!({"name": "nope"})),
+        -19,
+        "nope",
+    );
+    assert_code(
+        &r.err("bdev_get_latency_histogram", json!({"bogus": 1})),
+        -32603,
+        "",
     );
     assert_eq!(r.ok("bdev_reset_iostat", json!({})), json!(true));
     assert_eq!(

@@ -232,6 +232,23 @@ fn pause_with_io_in_flight(pause_params: Value) {
     let io = call(&table, rt, "bdev_get_iostat", json!({"names": ["Gate0"]}));
     assert_eq!(io["bdevs"][0]["num_write_ops"], 12);
     assert_eq!(io["bdevs"][0]["num_read_ops"], 4 + 12);
+    // The latency histograms count the same operations.
+    let h = call(
+        &table,
+        rt,
+        "bdev_get_latency_histogram",
+        json!({"name": "Gate0"}),
+    );
+    let count = |kind: &str| -> u64 {
+        h["bdevs"][0][kind]["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!((count("read"), count("write")), (4 + 12, 12), "{h}");
+    assert!(h["bdevs"][0]["read"]["sum_ns"].as_u64().unwrap() > 0, "{h}");
     assert_eq!(io["bdevs"][0]["num_errors"], 0);
     ctrl.shutdown().expect("shutdown");
     env.assert_quiescent(Duration::from_secs(10));

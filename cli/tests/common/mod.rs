@@ -5,6 +5,7 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -186,4 +187,41 @@ pub fn run(args: &[&str], input: Option<&str>) -> Run {
 
 fn rtgt_ok(args: &[&str]) -> bool {
     run(args, None).code == 0
+}
+
+/// Serves an in-process target's methods on `sock` from a thread of its own until the sender drops.
+pub fn serve_target(
+    target: &Arc<target_core::target::Target>,
+    sock: &Path,
+) -> std::sync::mpsc::Sender<()> {
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
+    let target = Arc::clone(target);
+    let sock = sock.to_path_buf();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(async move {
+            let state = rpc::StateHandle::new(rpc::RpcState::Runtime);
+            let mut m =
+                rpc::Methods::from_arc(Arc::new(rpc::methods::TargetContext::new(target)), state);
+            m.register_core(rpc::CoreHooks::new()).expect("core");
+            rpc::methods::register(&mut m).expect("methods");
+            let h = rpc::serve_unix(m.build(), &sock, rpc::UnixOptions::default())
+                .await
+                .expect("serve");
+            ready_tx.send(()).expect("ready");
+            // Wait for the test to finish without blocking the runtime's thread for good.
+            while let Err(std::sync::mpsc::TryRecvError::Empty) = stop_rx.try_recv() {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            h.shutdown().await;
+        });
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("RPC server up");
+    stop_tx
 }

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use target_core::bdev::module::{self as bdev_module, BdevMethod, BdevModuleOps, MethodCtx};
-use target_core::bdev::{Bdev, IoStatSnapshot, IoType, QosLimits, ResetMode};
+use target_core::bdev::{
+    Bdev, HIST_BUCKETS, HistKind, IoStatSnapshot, IoType, QosLimits, ResetMode, hist_bound_secs,
+};
 
 use super::{TargetContext, add};
 use crate::params::{Decode, DecodeFlavor};
@@ -67,6 +69,13 @@ pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterErr
         StateMask::RUNTIME,
         Decode::Bdev,
         reset_iostat,
+    )?;
+    add(
+        m,
+        "bdev_get_latency_histogram",
+        StateMask::RUNTIME,
+        Decode::Bdev,
+        get_latency_histogram,
     )?;
     // rtgt's bdevs need no examination: creation completes before the RPC answers.
     super::add_sync(
@@ -384,6 +393,50 @@ async fn reset_iostat(a: ResetIostat, ctx: Arc<TargetContext>) -> RpcResult<bool
         .reset_iostat(a.name.as_deref(), mode)
         .map_err(|_| no_bdev(a.name.as_deref().unwrap_or("")))?;
     Ok(true)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetLatencyHistogram {
+    name: Option<String>,
+}
+
+/// rtgt's `bdev_get_latency_histogram`: the latency histograms the metrics endpoint exports
+/// (read, write, flush; non-cumulative counts in powers-of-two microsecond buckets, never
+/// reset), so that a client such as `rtgt top` can compute percentiles over an interval from
+/// two answers.
+async fn get_latency_histogram(
+    a: GetLatencyHistogram,
+    ctx: Arc<TargetContext>,
+) -> RpcResult<Value> {
+    let bdevs = ctx.target().bdevs();
+    let names = match a.name {
+        Some(n) => vec![n],
+        None => bdevs.names(),
+    };
+    let kinds = [
+        ("read", HistKind::Read),
+        ("write", HistKind::Write),
+        ("flush", HistKind::Flush),
+    ];
+    let mut list = Vec::with_capacity(names.len());
+    for name in &names {
+        let mut m = serde_json::Map::new();
+        m.insert("name".into(), json!(name));
+        for (key, kind) in kinds {
+            let h = bdevs.histogram(name, kind).ok_or_else(|| no_bdev(name))?;
+            m.insert(
+                key.into(),
+                json!({"buckets": h.buckets, "sum_ns": h.sum_ns}),
+            );
+        }
+        list.push(Value::Object(m));
+    }
+    let bounds: Vec<u64> = (0..HIST_BUCKETS)
+        .filter_map(hist_bound_secs)
+        .map(|s| (s * 1e6).round() as u64)
+        .collect();
+    Ok(json!({"bucket_upper_bounds_us": bounds, "bdevs": list}))
 }
 
 /// Nanoseconds since the first call (the `ticks` of `bdev_get_iostat`).

@@ -124,6 +124,9 @@ pub const METHODS: &[MethodSpec] = &[
         o('b', "name", "name", Str, "Name of the bdev").comp(Complete::Bdev),
         o('m', "mode", "mode", Choice(&["all", "maxmin"]), "What to reset (default all)"),
     ]),
+    prints(m("bdev_get_latency_histogram", "Display the latency histograms of all bdevs or of one (rtgt)", &[
+        o('b', "name", "name", Str, "Name of the bdev").comp(Complete::Bdev),
+    ]), Prints::Dict),
     m("bdev_wait_for_examine", "Report when all bdevs have been examined", &[]),
     m("bdev_set_options", "Set bdev layer options (recorded)", &[
         o('p', "bdev-io-pool-size", "bdev_io_pool_size", Int, "Number of bdev_io structures in the pool").json(JsonType::Uint(32)),
