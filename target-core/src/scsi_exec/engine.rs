@@ -5,8 +5,8 @@
 use super::lu_map::{LuLimits, LuMap, MappedLu};
 use super::nexus::ItNexus;
 use super::request::{Phase, ScsiAction, ScsiCommand, ScsiReq};
-use crate::ana::TpgEntry;
 use super::reservation::{self, ResvStep};
+use crate::ana::TpgEntry;
 use crate::bdev::BdevIo;
 use crate::scsi::alua::{self, AluaState};
 use crate::scsi::ua::{UaCheck, UaQueue};
@@ -309,7 +309,8 @@ impl ScsiEngine {
             UaCheck::Proceed => match alua_state.map(|st| alua::check(st, cmd.cdb)) {
                 // A port that is not active for the LU: NOT READY with the state's ASCQ.
                 Some(Err(sense)) => Verdict::CheckCondition(sense),
-                _ => match nsid.map(|n| reservation::check(core, n, nexus, req, &mut self.scratch)) {
+                _ => match nsid.map(|n| reservation::check(core, n, nexus, req, &mut self.scratch))
+                {
                     None | Some(ResvStep::Proceed) => {
                         scsi::execute(lu, &ctx, &cmd, &mut self.scratch)
                     }

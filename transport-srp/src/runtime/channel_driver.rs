@@ -460,35 +460,36 @@ impl SrpPg {
         }
         // Register the session; a later single-channel login may have superseded this one.
         let host = nc.nexus.initiator.to_string();
-        let cntlid = match self
-            .shared
-            .sessions
-            .accept(nc.gid, &nc.sub, chan.scsi.identity(), |id| ControllerInfo {
-                cntlid: id,
-                cntrltype: "io",
-                hostnqn: host.clone(),
-                hostid: String::new(),
-                num_io_qpairs: 1,
-                transport: "SRP",
-            }) {
-            Ok(c) => c,
-            Err(AcceptError::Superseded) => {
-                unreserve(self);
-                return Err((
-                    Some(nc.id),
-                    RejectReason::NoReason,
-                    "superseded by a single-channel login of the same nexus".into(),
-                ));
-            }
-            Err(AcceptError::NoControllerId) => {
-                unreserve(self);
-                return Err((
-                    Some(nc.id),
-                    res,
-                    "no free session id in the subsystem".into(),
-                ));
-            }
-        };
+        let cntlid =
+            match self
+                .shared
+                .sessions
+                .accept(nc.gid, &nc.sub, chan.scsi.identity(), |id| ControllerInfo {
+                    cntlid: id,
+                    cntrltype: "io",
+                    hostnqn: host.clone(),
+                    hostid: String::new(),
+                    num_io_qpairs: 1,
+                    transport: "SRP",
+                }) {
+                Ok(c) => c,
+                Err(AcceptError::Superseded) => {
+                    unreserve(self);
+                    return Err((
+                        Some(nc.id),
+                        RejectReason::NoReason,
+                        "superseded by a single-channel login of the same nexus".into(),
+                    ));
+                }
+                Err(AcceptError::NoControllerId) => {
+                    unreserve(self);
+                    return Err((
+                        Some(nc.id),
+                        res,
+                        "no free session id in the subsystem".into(),
+                    ));
+                }
+            };
         chan.cntlid = cntlid;
         let d = &self.devs[dev];
         let rsp = nc.accept.response(nc.login.tag, nc.result).encode();
