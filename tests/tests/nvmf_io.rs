@@ -237,6 +237,7 @@ fn compare_works_on_bdevs_without_a_compare_of_their_own() {
         fallocate: false,
         uuid: None,
         engine: None,
+        uring_module: false,
     })
     .unwrap();
     e.t.target.bdevs().register(aio).unwrap();

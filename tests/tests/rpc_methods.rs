@@ -35,6 +35,8 @@ fn rpc_get_methods_lists_every_method() {
         "bdev_null_delete",
         "bdev_aio_create",
         "bdev_aio_delete",
+        "bdev_uring_create",
+        "bdev_uring_delete",
         "bdev_delay_create",
         "bdev_delay_delete",
         "bdev_delay_update_latency",
@@ -387,6 +389,36 @@ fn aio_bdev_over_a_file() {
     );
     assert_eq!(
         r.ok("bdev_aio_delete", json!({"name": "aio0"})),
+        json!(true)
+    );
+
+    // SPDK's uring bdev: the same file through io_uring only, shown and saved as uring.
+    assert_eq!(
+        r.ok(
+            "bdev_uring_create",
+            json!({"filename": file, "name": "uring0", "block_size": 512})
+        ),
+        json!("uring0")
+    );
+    let b = &r.ok("bdev_get_bdevs", json!({"name": "uring0"}))[0];
+    assert_eq!(b["product_name"], "URING bdev");
+    assert_eq!(b["driver_specific"], json!({"uring": {"filename": file}}));
+    let cfg = r.ok("framework_get_config", json!({"name": "bdev"}));
+    let entry = cfg
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["params"]["name"] == "uring0")
+        .unwrap();
+    assert_eq!(entry["method"], "bdev_uring_create");
+    assert_eq!(entry["params"]["filename"], file);
+    assert_code(
+        &r.err("bdev_aio_delete", json!({"name": "uring0"})),
+        -19,
+        "uring0",
+    );
+    assert_eq!(
+        r.ok("bdev_uring_delete", json!({"name": "uring0"})),
         json!(true)
     );
     let _ = std::fs::remove_file(&path);

@@ -25,7 +25,7 @@ use arrayvec::ArrayVec;
 use crate::reactor::instant_ns;
 use iobuf::IoBuf;
 
-pub use aio::{AioBdev, AioEngine, AioParams};
+pub use aio::{AIO_PRODUCT, AioBdev, AioEngine, AioParams, URING_PRODUCT};
 pub use delay::{DELAY_CLAIM_MODULE, DELAY_PRODUCT_NAME, DelayBdev, DelayLatency, DelayParams};
 pub use malloc::{MallocBdev, MallocParams};
 pub use null::{NullBdev, NullParams};

@@ -412,6 +412,7 @@ fn aio(name: &str, path: &std::path::Path, engine: AioEngine, bs: Option<u32>) -
         fallocate: true,
         uuid: None,
         engine: Some(engine),
+        uring_module: false,
     })
     .unwrap()
 }
@@ -477,6 +478,7 @@ fn aio_rejects_what_it_cannot_be() {
         fallocate: false,
         uuid: None,
         engine: None,
+        uring_module: false,
     })
     .unwrap_err();
     assert!(err.to_string().contains("no complete"), "{err}");
@@ -488,6 +490,7 @@ fn aio_rejects_what_it_cannot_be() {
         fallocate: false,
         uuid: None,
         engine: None,
+        uring_module: false,
     })
     .unwrap_err();
     assert_eq!(err.errno(), -libc::ENOENT);
@@ -502,6 +505,7 @@ fn aio_rejects_what_it_cannot_be() {
         fallocate: true,
         uuid: None,
         engine: None,
+        uring_module: false,
     })
     .unwrap();
     assert!(!b.supports(IoType::Write) && !b.supports(IoType::Unmap));

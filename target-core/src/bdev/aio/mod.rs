@@ -42,7 +42,15 @@ pub struct AioParams {
     /// Force an engine; `None` picks io_uring when it works. The environment variable
     /// `RTGT_AIO_ENGINE=threads` forces the thread pool too.
     pub engine: Option<AioEngine>,
+    /// Created as SPDK's uring bdev (`bdev_uring_create`): io_uring or nothing, and it shows
+    /// and saves itself as such.
+    pub uring_module: bool,
 }
+
+/// `bdev_uring_create`'s product name, as SPDK's uring module names its bdevs.
+pub const URING_PRODUCT: &str = "URING bdev";
+/// `bdev_aio_create`'s product name.
+pub const AIO_PRODUCT: &str = "AIO disk";
 
 pub(crate) struct AioFile {
     /// The device, opened O_DIRECT where possible.
@@ -159,9 +167,18 @@ impl AioBdev {
         let forced = std::env::var("RTGT_AIO_ENGINE").ok();
         let mut engine = match (params.engine, forced.as_deref()) {
             (Some(e), _) => e,
+            _ if params.uring_module => AioEngine::Uring,
             (None, Some("threads")) => AioEngine::Threads,
             _ => AioEngine::Uring,
         };
+        if params.uring_module
+            && let Err(e) = uring::probe()
+        {
+            return Err(BdevError::Invalid(format!(
+                "bdev {}: io_uring is not available ({e}); bdev_aio_create falls back to threads",
+                params.name
+            )));
+        }
         if engine == AioEngine::Uring
             && let Err(e) = uring::probe()
         {
@@ -198,7 +215,11 @@ impl Bdev for AioBdev {
         &self.params.name
     }
     fn product_name(&self) -> &'static str {
-        "AIO disk"
+        if self.params.uring_module {
+            URING_PRODUCT
+        } else {
+            AIO_PRODUCT
+        }
     }
     fn block_size(&self) -> u32 {
         self.file.block_size
@@ -234,6 +255,17 @@ impl Bdev for AioBdev {
         }
     }
     fn config(&self) -> serde_json::Value {
+        if self.params.uring_module {
+            return json!({
+                "method": "bdev_uring_create",
+                "params": {
+                    "name": self.params.name,
+                    "filename": self.params.filename,
+                    "block_size": self.file.block_size,
+                    "uuid": self.uuid.to_string(),
+                }
+            });
+        }
         json!({
             "method": "bdev_aio_create",
             "params": {
@@ -247,6 +279,9 @@ impl Bdev for AioBdev {
         })
     }
     fn driver_specific(&self) -> serde_json::Value {
+        if self.params.uring_module {
+            return json!({ "uring": { "filename": self.params.filename } });
+        }
         json!({
             "aio": {
                 "filename": self.params.filename,

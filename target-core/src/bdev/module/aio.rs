@@ -63,7 +63,7 @@ crate::register_bdev_module!(
     }
 );
 
-const PRODUCT: &str = "AIO disk";
+const PRODUCT: &str = crate::bdev::AIO_PRODUCT;
 
 #[derive(Deserialize)]
 struct Create {
@@ -101,6 +101,7 @@ fn create(ctx: MethodCtx, p: Value) -> BoxFuture<MethodResult> {
             fallocate: a.fallocate,
             uuid,
             engine: None,
+            uring_module: false,
         };
         // Opening a file and probing io_uring may block: keep it off the RPC thread's loop.
         let bdev = tokio::task::spawn_blocking(move || AioBdev::create(params))

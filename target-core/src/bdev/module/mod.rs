@@ -28,6 +28,7 @@ mod aio;
 mod delay;
 mod malloc;
 mod null;
+mod uring;
 
 use std::any::Any;
 use std::future::Future;

@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 # Copyright: (c) 2026, rtgt developers
-# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+# Apache License 2.0 (see LICENSE at the top of the rtgt repository)
 
 """The plan of rtgt_listener (add/remove a listener, set its ANA state), without a target."""
 
