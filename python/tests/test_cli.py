@@ -168,12 +168,28 @@ def test_framework_and_log_commands(daemon):
     assert isinstance(json.loads(ok(daemon, "framework_get_config", "bdev")), list)
     assert json.loads(ok(daemon, "framework_get_reactors"))
     ok(daemon, "framework_wait_init")
-    ok(daemon, "log_set_level", "DEBUG")
-    assert json.loads(ok(daemon, "log_get_level")) == "DEBUG"
     ok(daemon, "log_set_print_level", "WARNING")
     assert json.loads(ok(daemon, "log_get_print_level")) == "WARNING"
+    ok(daemon, "log_set_flag", "nvmf_rdma")
+    assert json.loads(ok(daemon, "log_get_flags"))["nvmf_rdma"] is True
+    assert "invalid log flag" in fails(daemon, "log_set_flag", "nvmf_fc")
     line = fails(daemon, "framework_start_init")
     assert "code -1" in line
+
+
+def test_log_level_goes_to_syslog_and_is_refused_without_it(start_daemon, tmp_path):
+    # The log level is syslog's (SPDK): with a syslog socket it takes effect there.
+    log = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    log.bind(str(tmp_path / "log"))
+    log.settimeout(10)
+    d = start_daemon(args=["--syslog-socket", str(tmp_path / "log")])
+    ok(d, "log_set_level", "DEBUG")
+    assert json.loads(ok(d, "log_get_level")) == "DEBUG"
+    while b"log level (syslog) set to DEBUG" not in log.recv(65536):
+        pass
+    # Without syslog, a level for no output is refused, not accepted and ignored.
+    quiet = start_daemon(args=["--no-syslog"])
+    assert "no syslog output" in fails(quiet, "log_set_level", "DEBUG")
 
 
 def test_dry_run_prints_rpc_py_requests():
