@@ -68,3 +68,25 @@ def test_healthz_says_starting_until_framework_start_init(start_daemon):
     with d.client(timeout=30) as c:
         c.call("framework_start_init")
     assert get(port, "/healthz")[0] == 200
+
+
+def test_the_grafana_dashboard_uses_only_metrics_rtgt_exports(start_daemon):
+    import json
+    import pathlib
+    import re
+
+    dash = json.loads((pathlib.Path(__file__).parents[2] / "docs/grafana/rtgt-dashboard.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p["targets"]]
+    used = {re.sub(r"_(bucket|sum|count)$", "", m) for e in exprs for m in re.findall(r"\brtgt_[a-z_]+", e)}
+    assert len(used) >= 10
+
+    port = free_port()
+    d = start_daemon(args=["--metrics", str(port)])
+    with d.client(timeout=30) as c:
+        c.call("bdev_malloc_create", {"name": "Malloc0", "num_blocks": 2048, "block_size": 512})
+        c.call("nvmf_create_transport", {"trtype": "RDMA"})
+        c.call("nvmf_create_subsystem", {"nqn": NQN, "allow_any_host": True})
+        c.call("nvmf_subsystem_add_ns", {"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}})
+    text = get(port, "/metrics")[2]
+    exported = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
+    assert used <= exported, f"the dashboard uses metrics rtgt does not export: {sorted(used - exported)}"
