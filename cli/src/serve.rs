@@ -195,7 +195,11 @@ pub fn run(args: ServeArgs) -> ExitCode {
         }
     };
     match log.syslog_socket() {
-        Some(p) => tracing::info!("logging to standard error and syslog ({})", p.display()),
+        Some((p, true)) => tracing::info!("logging to standard error and syslog ({})", p.display()),
+        Some((p, false)) => tracing::info!(
+            "logging to standard error, and to syslog at {} once it exists (not there now)",
+            p.display()
+        ),
         None => tracing::info!("logging to standard error (no syslog)"),
     }
     match start(args, log) {

@@ -49,7 +49,7 @@ pub enum LogFormat {
 /// Where the syslog output goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SyslogTarget {
-    /// `/dev/log` if it exists; nothing otherwise.
+    /// `/dev/log`, whenever it exists (lines are dropped while it does not).
     Default,
     /// This socket, or fail.
     Socket(PathBuf),
@@ -99,7 +99,8 @@ type Handle = reload::Handle<Targets, Registry>;
 /// The `log_*` RPCs' backend: a reloadable filter per output.
 pub struct ReloadLog {
     stderr: Handle,
-    syslog: Option<(Handle, PathBuf)>,
+    /// The syslog output's filter, socket, and whether the socket was there at start.
+    syslog: Option<(Handle, PathBuf, bool)>,
     state: Mutex<State>,
 }
 
@@ -109,16 +110,18 @@ impl ReloadLog {
         self.stderr
             .reload(s.flags.filter(s.print.filter))
             .map_err(|e| e.to_string())?;
-        if let Some((h, _)) = &self.syslog {
+        if let Some((h, _, _)) = &self.syslog {
             h.reload(s.flags.filter(s.log.filter))
                 .map_err(|e| e.to_string())?;
         }
         Ok(())
     }
 
-    /// The syslog socket in use, if any.
-    pub fn syslog_socket(&self) -> Option<&Path> {
-        self.syslog.as_ref().map(|(_, p)| p.as_path())
+    /// The syslog socket in use, if any, and whether it is there now.
+    pub fn syslog_socket(&self) -> Option<(&Path, bool)> {
+        self.syslog
+            .as_ref()
+            .map(|(_, p, reachable)| (p.as_path(), *reachable))
     }
 }
 
@@ -126,8 +129,8 @@ impl LogControl for ReloadLog {
     fn set_level(&self, level: LogLevel) -> Result<(), String> {
         if self.syslog.is_none() {
             return Err(format!(
-                "the log level is syslog's and rtgt has no syslog output (no {DEFAULT_SYSLOG_SOCKET}, \
-                 or --no-syslog); log_set_print_level sets standard error's level"
+                "the log level is syslog's and rtgt runs with --no-syslog; log_set_print_level \
+                 sets standard error's level"
             ));
         }
         let mut s = self.state.lock();
@@ -204,7 +207,10 @@ pub fn init(opts: &LogOptions) -> Result<Arc<ReloadLog>, String> {
     };
     let syslog = match &opts.syslog {
         SyslogTarget::Off => None,
-        SyslogTarget::Default => SyslogLayer::connect(Path::new(DEFAULT_SYSLOG_SOCKET)).ok(),
+        SyslogTarget::Default => Some(
+            SyslogLayer::new(Path::new(DEFAULT_SYSLOG_SOCKET))
+                .map_err(|e| format!("syslog output: {e}"))?,
+        ),
         SyslogTarget::Socket(p) => Some(
             SyslogLayer::connect(p).map_err(|e| format!("--syslog-socket {}: {e}", p.display()))?,
         ),
@@ -228,9 +234,10 @@ pub fn init(opts: &LogOptions) -> Result<Arc<ReloadLog>, String> {
     let mut layers: Vec<BoxedLayer> = vec![fmt];
     let syslog = syslog.map(|layer| {
         let path = layer.path().to_owned();
+        let reachable = layer.reachable();
         let (filter, handle) = reload::Layer::new(state.flags.filter(state.log.filter));
         layers.push(layer.with_filter(filter).boxed());
-        (handle, path)
+        (handle, path, reachable)
     });
     // A second init (never in the binary) leaves the first subscriber in place.
     let _ = tracing_subscriber::registry().with(layers).try_init();

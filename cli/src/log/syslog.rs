@@ -1,6 +1,8 @@
 //! The syslog output: SPDK logs to syslog at its *log level* and prints to standard error at its
 //! *print level*; rtgt does the same. Each event is one datagram on the local syslog socket
 //! (`/dev/log`: journald or rsyslog), facility daemon, `rtgt[PID]: target: message fields`.
+//! Each line is addressed to the socket's path, so a syslog daemon that starts or restarts later
+//! gets the lines from then on (until it exists, they are dropped, as with SPDK's `syslog(3)`).
 //! Sends never block a reactor: a full socket drops the line.
 
 use std::fmt::Write as _;
@@ -23,10 +25,9 @@ pub struct SyslogLayer {
 }
 
 impl SyslogLayer {
-    /// Connects to the syslog socket at `path`.
-    pub fn connect(path: &Path) -> io::Result<SyslogLayer> {
+    /// A layer sending to the socket at `path`, whether it exists yet or not.
+    pub fn new(path: &Path) -> io::Result<SyslogLayer> {
         let sock = UnixDatagram::unbound()?;
-        sock.connect(path)?;
         sock.set_nonblocking(true)?;
         Ok(SyslogLayer {
             sock,
@@ -35,22 +36,26 @@ impl SyslogLayer {
         })
     }
 
+    /// [`SyslogLayer::new`] for a socket that must exist now (an explicit `--syslog-socket`).
+    pub fn connect(path: &Path) -> io::Result<SyslogLayer> {
+        let probe = UnixDatagram::unbound()?;
+        probe.connect(path)?;
+        Self::new(path)
+    }
+
     /// Where it sends.
     pub fn path(&self) -> &Path {
         &self.path
     }
 
+    /// Whether the socket is there now.
+    pub fn reachable(&self) -> bool {
+        UnixDatagram::unbound().is_ok_and(|s| s.connect(&self.path).is_ok())
+    }
+
     fn send(&self, line: &str) {
-        match self.sock.send(line.as_bytes()) {
-            Ok(_) => {}
-            // The daemon restarted: one reconnect, then give up on this line.
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ECONNREFUSED | libc::ENOTCONN)) => {
-                if self.sock.connect(&self.path).is_ok() {
-                    let _ = self.sock.send(line.as_bytes());
-                }
-            }
-            Err(_) => {}
-        }
+        // No syslog (yet), a full queue: the line is dropped.
+        let _ = self.sock.send_to(line.as_bytes(), &self.path);
     }
 }
 
@@ -121,8 +126,11 @@ mod tests {
         let path = dir.join("log");
         let _ = std::fs::remove_file(&path);
         assert!(SyslogLayer::connect(&path).is_err());
+        // A layer made before syslog exists delivers once it does.
+        let layer = SyslogLayer::new(&path).unwrap();
+        assert!(!layer.reachable());
         let server = UnixDatagram::bind(&path).unwrap();
-        let layer = SyslogLayer::connect(&path).unwrap();
+        assert!(layer.reachable());
         assert_eq!(layer.path(), path);
         let sub = tracing_subscriber::registry().with(layer);
         tracing::subscriber::with_default(sub, || {
