@@ -128,10 +128,9 @@ impl ReloadLog {
 impl LogControl for ReloadLog {
     fn set_level(&self, level: LogLevel) -> Result<(), String> {
         if self.syslog.is_none() {
-            return Err(format!(
-                "the log level is syslog's and rtgt runs with --no-syslog; log_set_print_level \
-                 sets standard error's level"
-            ));
+            return Err("the log level is syslog's and rtgt runs with --no-syslog; \
+                        log_set_print_level sets standard error's level"
+                .to_owned());
         }
         let mut s = self.state.lock();
         let before = s.log;
