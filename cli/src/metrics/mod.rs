@@ -171,7 +171,7 @@ async fn gather(table: &MethodTable, ctx: &TargetContext) -> Inputs {
         let Some(stats) = bdevs.iostat(&name) else {
             continue;
         };
-        let hist = [HistKind::Read, HistKind::Write, HistKind::Flush]
+        let hist = HistKind::ALL
             .into_iter()
             .filter_map(|k| bdevs.histogram(&name, k).map(|h| (k, h)))
             .collect();

@@ -306,11 +306,7 @@ fn bdev(e: &mut Exposition, b: &BdevMetrics) {
         s.num_errors as f64,
     );
     for (kind, h) in &b.hist {
-        let op = match kind {
-            HistKind::Read => "read",
-            HistKind::Write => "write",
-            HistKind::Flush => "flush",
-        };
+        let op = kind.name();
         let buckets: Vec<(Option<f64>, u64)> = h
             .buckets
             .iter()

@@ -414,19 +414,14 @@ async fn get_latency_histogram(
         Some(n) => vec![n],
         None => bdevs.names(),
     };
-    let kinds = [
-        ("read", HistKind::Read),
-        ("write", HistKind::Write),
-        ("flush", HistKind::Flush),
-    ];
     let mut list = Vec::with_capacity(names.len());
     for name in &names {
         let mut m = serde_json::Map::new();
         m.insert("name".into(), json!(name));
-        for (key, kind) in kinds {
+        for kind in HistKind::ALL {
             let h = bdevs.histogram(name, kind).ok_or_else(|| no_bdev(name))?;
             m.insert(
-                key.into(),
+                kind.name().into(),
                 json!({"buckets": h.buckets, "sum_ns": h.sum_ns}),
             );
         }

@@ -38,7 +38,7 @@ impl Entry {
             if Arc::strong_count(&self.channels[i]) == 1 {
                 let c = self.channels.remove(i);
                 c.add_to(&mut self.retired);
-                for kind in [HistKind::Read, HistKind::Write, HistKind::Flush] {
+                for kind in HistKind::ALL {
                     c.add_histogram(kind, &mut self.retired_hist[kind as usize]);
                 }
             } else {
@@ -193,41 +193,44 @@ impl BdevRegistry {
     /// Summed statistics of a bdev over all its channels, past and present, since the last
     /// reset.
     pub fn iostat(&self, name: &str) -> Option<IoStatSnapshot> {
+        self.with_stats(name, |e| {
+            let mut snap = e.retired.clone();
+            for c in &e.channels {
+                c.add_to(&mut snap);
+            }
+            snap
+        })
+    }
+
+    /// Runs `f` on a bdev's entry once its closed channels are folded into the retired totals.
+    fn with_stats<R>(&self, name: &str, f: impl FnOnce(&Entry) -> R) -> Option<R> {
         let mut entries = self.entries.lock();
         let (_, e) = entries.iter_mut().find(|(n, _)| n == name)?;
         e.retire_closed();
-        let mut snap = e.retired.clone();
-        for c in &e.channels {
-            c.add_to(&mut snap);
-        }
-        Some(snap)
+        Some(f(e))
     }
 
     /// Statistics of each open channel of a bdev, by owning thread (`bdev_get_iostat
     /// per_channel`), in the order the channels were opened.
     pub fn iostat_per_channel(&self, name: &str) -> Option<Vec<(u64, IoStatSnapshot)>> {
-        let mut entries = self.entries.lock();
-        let (_, e) = entries.iter_mut().find(|(n, _)| n == name)?;
-        e.retire_closed();
-        Some(
+        self.with_stats(name, |e| {
             e.channels
                 .iter()
                 .map(|c| (c.thread_id(), c.snapshot()))
-                .collect(),
-        )
+                .collect()
+        })
     }
 
     /// A bdev's latency histogram of `kind` over all its channels, past and present (never
     /// reset: metrics are cumulative).
     pub fn histogram(&self, name: &str, kind: HistKind) -> Option<Histogram> {
-        let mut entries = self.entries.lock();
-        let (_, e) = entries.iter_mut().find(|(n, _)| n == name)?;
-        e.retire_closed();
-        let mut h: Histogram = e.retired_hist[kind as usize];
-        for c in &e.channels {
-            c.add_histogram(kind, &mut h);
-        }
-        Some(h)
+        self.with_stats(name, |e| {
+            let mut h: Histogram = e.retired_hist[kind as usize];
+            for c in &e.channels {
+                c.add_histogram(kind, &mut h);
+            }
+            h
+        })
     }
 
     /// Sets a bdev's rate limits (`bdev_set_qos_limit`); every channel, open or future, applies

@@ -40,6 +40,20 @@ pub enum HistKind {
     Flush = 2,
 }
 
+impl HistKind {
+    /// Every kind, in index order.
+    pub const ALL: [HistKind; 3] = [HistKind::Read, HistKind::Write, HistKind::Flush];
+
+    /// Its name in metric labels and RPC answers.
+    pub fn name(self) -> &'static str {
+        match self {
+            HistKind::Read => "read",
+            HistKind::Write => "write",
+            HistKind::Flush => "flush",
+        }
+    }
+}
+
 /// A latency histogram of one kind: bucket counts (non-cumulative) and the sum of the
 /// latencies, never reset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

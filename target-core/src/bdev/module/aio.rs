@@ -88,28 +88,34 @@ fn create(ctx: MethodCtx, p: Value) -> BoxFuture<MethodResult> {
                 "rtgt's aio bdev does not submit with RWF_NOWAIT",
             ));
         }
-        let uuid = uuid_param(&a.uuid)?;
-        let bdevs = ctx.target.bdevs();
-        if bdevs.get(&a.name).is_some() {
-            return Err(BdevError::Exists(a.name).into());
-        }
         let params = AioParams {
-            name: a.name.clone(),
+            name: a.name,
             filename: a.filename,
             block_size: a.block_size,
             readonly: a.readonly,
             fallocate: a.fallocate,
-            uuid,
+            uuid: uuid_param(&a.uuid)?,
             engine: None,
             uring_module: false,
         };
-        // Opening a file and probing io_uring may block: keep it off the RPC thread's loop.
-        let bdev = tokio::task::spawn_blocking(move || AioBdev::create(params))
-            .await
-            .map_err(|e| MethodError::internal(format!("bdev creation task failed: {e}")))??;
-        bdevs.register(bdev)?;
-        Ok(Value::String(a.name))
+        create_aio(&ctx, params).await
     })
+}
+
+/// Creates and registers an aio bdev (also SPDK's uring bdev, `params.uring_module`); the
+/// result is its name.
+pub(super) async fn create_aio(ctx: &MethodCtx, params: AioParams) -> MethodResult {
+    let bdevs = ctx.target.bdevs();
+    if bdevs.get(&params.name).is_some() {
+        return Err(BdevError::Exists(params.name).into());
+    }
+    let name = params.name.clone();
+    // Opening a file and probing io_uring may block: keep it off the RPC thread's loop.
+    let bdev = tokio::task::spawn_blocking(move || AioBdev::create(params))
+        .await
+        .map_err(|e| MethodError::internal(format!("bdev creation task failed: {e}")))??;
+    bdevs.register(bdev)?;
+    Ok(Value::String(name))
 }
 
 fn delete(ctx: MethodCtx, p: Value) -> BoxFuture<MethodResult> {

@@ -9,11 +9,9 @@ use serde_json::Value;
 
 use super::malloc::Name;
 use super::{
-    BdevMethod, BdevModuleOps, BoxFuture, MethodCtx, MethodError, MethodResult, decode,
-    delete_bdev, uuid_param,
+    BdevMethod, BdevModuleOps, BoxFuture, MethodCtx, MethodResult, decode, delete_bdev, uuid_param,
 };
-use crate::bdev::URING_PRODUCT;
-use crate::bdev::{AioBdev, AioParams, BdevError};
+use crate::bdev::{AioParams, URING_PRODUCT};
 
 crate::register_bdev_module!(
     URING_MODULE =
@@ -65,27 +63,17 @@ struct Create {
 fn create(ctx: MethodCtx, p: Value) -> BoxFuture<MethodResult> {
     Box::pin(async move {
         let a: Create = decode(p)?;
-        let uuid = uuid_param(&a.uuid)?;
-        let bdevs = ctx.target.bdevs();
-        if bdevs.get(&a.name).is_some() {
-            return Err(BdevError::Exists(a.name).into());
-        }
         let params = AioParams {
-            name: a.name.clone(),
+            name: a.name,
             filename: a.filename,
             block_size: a.block_size,
             readonly: false,
             fallocate: false,
-            uuid,
+            uuid: uuid_param(&a.uuid)?,
             engine: None,
             uring_module: true,
         };
-        // Opening a file and probing io_uring may block: keep it off the RPC thread's loop.
-        let bdev = tokio::task::spawn_blocking(move || AioBdev::create(params))
-            .await
-            .map_err(|e| MethodError::internal(format!("bdev creation task failed: {e}")))??;
-        bdevs.register(bdev)?;
-        Ok(Value::String(a.name))
+        super::aio::create_aio(&ctx, params).await
     })
 }
 
