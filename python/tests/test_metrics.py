@@ -22,14 +22,19 @@ def families(text):
     return {f.name: f for f in text_string_to_metric_families(text)}
 
 
-def test_metrics_parse_and_follow_the_configuration(start_daemon):
-    port = free_port()
-    d = start_daemon(args=["--metrics", str(port)])
+def configure(d):
+    """A malloc bdev as namespace 1 of NQN, with the RDMA transport."""
     with d.client(timeout=30) as c:
         c.call("bdev_malloc_create", {"name": "Malloc0", "num_blocks": 2048, "block_size": 512})
         c.call("nvmf_create_transport", {"trtype": "RDMA"})
         c.call("nvmf_create_subsystem", {"nqn": NQN, "allow_any_host": True})
         c.call("nvmf_subsystem_add_ns", {"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}})
+
+
+def test_metrics_parse_and_follow_the_configuration(start_daemon):
+    port = free_port()
+    d = start_daemon(args=["--metrics", str(port)])
+    configure(d)
 
     status, ctype, text = get(port, "/metrics")
     assert status == 200
@@ -82,11 +87,7 @@ def test_the_grafana_dashboard_uses_only_metrics_rtgt_exports(start_daemon):
 
     port = free_port()
     d = start_daemon(args=["--metrics", str(port)])
-    with d.client(timeout=30) as c:
-        c.call("bdev_malloc_create", {"name": "Malloc0", "num_blocks": 2048, "block_size": 512})
-        c.call("nvmf_create_transport", {"trtype": "RDMA"})
-        c.call("nvmf_create_subsystem", {"nqn": NQN, "allow_any_host": True})
-        c.call("nvmf_subsystem_add_ns", {"nqn": NQN, "namespace": {"bdev_name": "Malloc0"}})
+    configure(d)
     text = get(port, "/metrics")[2]
     exported = {line.split()[2] for line in text.splitlines() if line.startswith("# TYPE ")}
     assert used <= exported, f"the dashboard uses metrics rtgt does not export: {sorted(used - exported)}"

@@ -36,6 +36,14 @@ pub fn sock_path(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("rtgt-daemon-{}-{tag}.sock", std::process::id()))
 }
 
+/// An empty scratch directory for this test process and `tag` (emptied if it exists).
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("rtgt-daemon-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("scratch directory");
+    d
+}
+
 /// The lock file that guards `sock`.
 pub fn lock_of(sock: &Path) -> PathBuf {
     PathBuf::from(format!("{}.lock", sock.display()))

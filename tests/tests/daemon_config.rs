@@ -3,20 +3,13 @@
 //! rebuilds the same target, and a SIGKILL in the middle of a stream of changes leaves a file
 //! that loads with every acknowledged change in it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use rtgt_tests::daemon::{Daemon, ok, rpc, save_config, sock_path};
+use rtgt_tests::daemon::{Daemon, ok, rpc, save_config, scratch_dir, sock_path};
 use serde_json::{Value, json};
-
-fn dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("rtgt-config-{}-{tag}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
 
 fn read(path: &Path) -> Value {
     let text = std::fs::read_to_string(path).unwrap();
@@ -46,7 +39,7 @@ fn malloc(sock: &Path, name: &str) -> Result<Value, (i64, String)> {
 
 #[test]
 fn every_acknowledged_change_is_on_disk_and_a_restart_rebuilds_the_target() {
-    let d = dir("restart");
+    let d = scratch_dir("restart");
     let file = d.join("rtgt.json");
     let bak = d.join("rtgt.json.bak");
     let sock = sock_path("config");
@@ -107,7 +100,7 @@ fn every_acknowledged_change_is_on_disk_and_a_restart_rebuilds_the_target() {
 
 #[test]
 fn a_sigkill_in_a_stream_of_changes_leaves_a_loadable_file_with_every_acknowledged_one() {
-    let d = dir("kill");
+    let d = scratch_dir("kill");
     let file = d.join("rtgt.json");
     let sock = sock_path("config-kill");
     let arg = file.to_str().unwrap();
@@ -177,7 +170,7 @@ fn read_loose(path: &Path) -> Value {
 
 #[test]
 fn systemd_hears_ready_once_the_socket_answers_and_stopping_at_sigterm() {
-    let d = dir("notify");
+    let d = scratch_dir("notify");
     let notify_path = d.join("notify");
     let notify = std::os::unix::net::UnixDatagram::bind(&notify_path).unwrap();
     notify

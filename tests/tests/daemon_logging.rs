@@ -6,7 +6,7 @@
 use std::os::unix::net::UnixDatagram;
 use std::time::Duration;
 
-use rtgt_tests::daemon::{Daemon, ok, rpc, sock_path};
+use rtgt_tests::daemon::{Daemon, ok, rpc, scratch_dir, sock_path};
 use serde_json::{Value, json};
 
 /// Every datagram waiting on `sock`, in order.
@@ -31,8 +31,7 @@ fn position(lines: &[String], needle: &str) -> usize {
 
 #[test]
 fn levels_flags_syslog_and_json_lines_change_at_run_time() {
-    let dir = std::env::temp_dir().join(format!("rtgt-logging-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("logging");
     let syslog_path = dir.join("log");
     let syslog = UnixDatagram::bind(&syslog_path).unwrap();
     let sock = sock_path("logging");
