@@ -579,6 +579,29 @@ nvme_ctrl_of() {
   return 1
 }
 
+# nvme_ctrl_of_host NQN HOSTNQN: the controller (nvmeX) of subsystem NQN connected as host
+# HOSTNQN. Returns status 1 if there is none.
+nvme_ctrl_of_host() {
+  local c
+  for c in $(nvme_ctrls "$1"); do
+    [ "$(cat "/sys/class/nvme/$c/hostnqn")" = "$2" ] && { echo "$c"; return 0; }
+  done
+  return 1
+}
+
+# nvme_connect_as NQN HOSTNQN HOSTID: connects a controller of NQN (RDMA, $E2E_IP
+# $RTGT_NVME_PORT) as another host, and prints its name (nvmeX) once it is there (20 s). nvme-cli
+# refuses a second connect to the same target address whatever the host NQN; the kernel does
+# not (it matches the host NQN too), so this writes to /dev/nvme-fabrics directly.
+nvme_connect_as() {
+  local nqn=$1 hostnqn=$2 hostid=$3
+  log "connect as host $hostnqn"
+  echo "transport=rdma,traddr=$E2E_IP,trsvcid=$RTGT_NVME_PORT,nqn=$nqn,hostnqn=$hostnqn,hostid=$hostid" \
+    > /dev/nvme-fabrics || fail "connect as host $hostnqn failed (see dmesg)"
+  wait_for 20 nvme_ctrl_of_host "$nqn" "$hostnqn" > /dev/null
+  nvme_ctrl_of_host "$nqn" "$hostnqn"
+}
+
 # nvme_path_of NQN PORT [NSID]: the per-path block device (nvmeXcYnZ, hidden under native
 # multipath) of namespace NSID (default 1) through the controller of NQN connected to PORT.
 # Returns status 1 if there is none.

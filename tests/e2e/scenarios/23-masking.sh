@@ -49,24 +49,10 @@ fio_verify "$dev2" 16M
 # host B: its own host NQN and host id, on the same subsystem
 HOSTB_ID=7a1c9a44-0b52-4d0e-9d7f-3c5e2b1f0a23
 HOSTB=nqn.2014-08.org.nvmexpress:uuid:$HOSTB_ID
-# nvme-cli refuses a second connect to the same target address ("already connected") whatever
-# the host NQN; the kernel does not (it matches the host NQN too): ask it directly.
-log "connect as host B ($HOSTB)"
-echo "transport=rdma,traddr=$E2E_IP,trsvcid=$RTGT_NVME_PORT,nqn=$NQN,hostnqn=$HOSTB,hostid=$HOSTB_ID" \
-  > /dev/nvme-fabrics || fail "connect as host B failed (see dmesg)"
-ctrl_of() {
-  local c
-  for c in $(nvme_ctrls "$NQN"); do
-    [ "$(cat "/sys/class/nvme/$c/hostnqn")" = "$1" ] && echo "$c"
-  done
-  return 0
-}
-has_ctrlB() { [ -n "$(ctrl_of "$HOSTB")" ]; }
-wait_for 20 has_ctrlB
-ctrlB=$(ctrl_of "$HOSTB")
+ctrlB=$(nvme_connect_as "$NQN" "$HOSTB" "$HOSTB_ID")
 nsB() { nvme list-ns "/dev/$ctrlB" | grep -c ':0x'; }
 assert_eq "$(nsB)" 1 "active namespaces host B sees"
-assert_eq "$(nvme list-ns "/dev/$(ctrl_of "$E2E_HOSTNQN")" | grep -c ':0x')" 2 "active namespaces host A sees"
+assert_eq "$(nvme list-ns "/dev/$(nvme_ctrl_of_host "$NQN" "$E2E_HOSTNQN")" | grep -c ':0x')" 2 "active namespaces host A sees"
 rc=0; out=$(nvme io-passthru "/dev/$ctrlB" --opcode=0x02 --namespace-id=2 --data-len=512 --read \
   --cdw10=0 --cdw11=0 --cdw12=0 2>&1) || rc=$?
 [ "$rc" != 0 ] || fail "host B read namespace 2 through io-passthru: $out"
@@ -76,7 +62,7 @@ log "host B's io-passthru read of namespace 2 fails: $(head -1 <<< "$out")"
 # status, by tests/tests/nvmf_masking.rs.)
 idns=$(nvme id-ns "/dev/$ctrlB" -n 2 -o json) || fail "nvme id-ns -n 2 on host B's controller failed"
 assert_eq "$(jq .nsze <<< "$idns")" 0 "NSZE of namespace 2 for host B (inactive: zeroes)"
-assert_eq "$(nvme id-ns "/dev/$(ctrl_of "$E2E_HOSTNQN")" -n 2 -o json | jq .nsze)" 65536 "NSZE of namespace 2 for host A"
+assert_eq "$(nvme id-ns "/dev/$(nvme_ctrl_of_host "$NQN" "$E2E_HOSTNQN")" -n 2 -o json | jq .nsze)" 65536 "NSZE of namespace 2 for host A"
 ns_host add "$HOSTB"
 two_for_B() { [ "$(nsB)" = 2 ]; }
 wait_for 20 two_for_B

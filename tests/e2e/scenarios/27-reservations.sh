@@ -28,22 +28,8 @@ rtgt_rpc_ok nvmf_subsystem_add_listener "{\"nqn\":\"$NQN\",\"listen_address\":$S
 nvme_connect "$NQN" > /dev/null
 HOSTB_ID=3b0c4f7e-2d7a-4b1c-8e55-6a1f0c9d2e40
 HOSTB=nqn.2014-08.org.nvmexpress:uuid:$HOSTB_ID
-# nvme-cli refuses a second connect to the same target address whatever the host NQN; the
-# kernel does not: ask it directly (as 23-masking).
-log "connect as host B ($HOSTB)"
-echo "transport=rdma,traddr=$E2E_IP,trsvcid=$RTGT_NVME_PORT,nqn=$NQN,hostnqn=$HOSTB,hostid=$HOSTB_ID" \
-  > /dev/nvme-fabrics || fail "connect as host B failed (see dmesg)"
-ctrl_of() {
-  local c
-  for c in $(nvme_ctrls "$NQN"); do
-    [ "$(cat "/sys/class/nvme/$c/hostnqn")" = "$1" ] && echo "/dev/$c"
-  done
-  return 0
-}
-has_ctrlB() { [ -n "$(ctrl_of "$HOSTB")" ]; }
-wait_for 20 has_ctrlB
-A=$(ctrl_of "$E2E_HOSTNQN")
-B=$(ctrl_of "$HOSTB")
+B=/dev/$(nvme_connect_as "$NQN" "$HOSTB" "$HOSTB_ID")
+A=/dev/$(nvme_ctrl_of_host "$NQN" "$E2E_HOSTNQN")
 log "host A: $A, host B: $B"
 # Commands go through each host's own controller (its character device), not the multipath
 # block device, so that the target sees the host we mean.
