@@ -70,6 +70,16 @@ fn value_arg(a: &ArgSpec, arg: Arg) -> Arg {
             arg.value_parser(clap::value_parser!(i64).range(lo..=hi).map(Value::from))
         }
         ValueKind::List => arg.value_parser(|s: &str| Ok::<_, String>(Value::from(split_list(s)))),
+        ValueKind::IntList => arg.value_parser(|s: &str| {
+            split_list(s)
+                .iter()
+                .map(|n| {
+                    n.parse::<u64>()
+                        .map_err(|_| format!("'{n}' is not a non-negative integer"))
+                })
+                .collect::<Result<Vec<u64>, String>>()
+                .map(Value::from)
+        }),
         ValueKind::ListOf(allowed) => {
             arg.value_parser(move |s: &str| parse_names(s, allowed).map(Value::from))
         }

@@ -89,6 +89,7 @@ fn arg(a: &ArgSpec) -> Value {
             "toggle"
         }
         ValueKind::List => "list",
+        ValueKind::IntList => "int_list",
         ValueKind::ListOf(c) => {
             m.insert("choices".into(), json!(c));
             "list_of"

@@ -30,6 +30,8 @@ pub enum ValueKind {
     Toggle(Option<bool>),
     /// A comma-separated list, sent as an array of strings.
     List,
+    /// A comma-separated list of unsigned integers, sent as an array of numbers.
+    IntList,
     /// A comma-separated list of these names (or `all` for every one), sent as an array.
     ListOf(&'static [&'static str]),
     /// A comma-separated list of these names (or `all`), sent as an object of `true`s.
@@ -383,6 +385,7 @@ impl ArgSpec {
             Int | IntIn(..) => JsonType::Int,
             Flag | FlagOff | FlagIfGiven | Toggle(_) => JsonType::Bool,
             List | ListOf(_) => JsonType::StrList,
+            IntList => JsonType::UintList,
             FlagSet(names) => JsonType::Flags(names),
             SizeMib { .. } => JsonType::Uint(64),
             KeyValue => JsonType::StrMap,

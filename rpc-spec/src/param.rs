@@ -19,6 +19,8 @@ pub enum JsonType {
     Str,
     /// Array of strings.
     StrList,
+    /// Array of unsigned 64-bit integers.
+    UintList,
     /// Any JSON object.
     Object,
     /// An object of strings (e.g. librados options).
@@ -41,6 +43,7 @@ impl JsonType {
             JsonType::Number => "number",
             JsonType::Str => "string",
             JsonType::StrList => "string list",
+            JsonType::UintList => "integer list",
             JsonType::Object => "object",
             JsonType::StrMap => "object of strings",
             JsonType::Flags(_) => "object of booleans",
@@ -87,6 +90,7 @@ pub fn kind_ok(kind: JsonType, v: &Value) -> bool {
         JsonType::Number => v.is_number(),
         JsonType::Str => v.is_string(),
         JsonType::StrList => v.as_array().is_some_and(|a| a.iter().all(Value::is_string)),
+        JsonType::UintList => v.as_array().is_some_and(|a| a.iter().all(Value::is_u64)),
         JsonType::Object => v.is_object(),
         JsonType::StrMap => v
             .as_object()

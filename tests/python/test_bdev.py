@@ -152,3 +152,23 @@ def test_delay_create_update_delete(target):
     assert err.code == -19
     assert target.rpc("bdev_get_bdevs", "-b", "Malloc0")[0]["claimed"] is False
     target.rpc("bdev_malloc_delete", "Malloc0")
+
+
+def test_histogram_through_spdk_rpc(target):
+    import base64
+    target.rpc("bdev_malloc_create", "16", "512", "-b", "H")
+    err = target.rpc_fail("bdev_get_histogram", "H")
+    assert "not enabled" in err.message
+    # spdk-rpc prints nothing for it.
+    target.rpc("bdev_enable_histogram", "--histogram", "-o", "read", "--granularity", "5", "H")
+    h = target.rpc("bdev_get_histogram", "H")
+    assert h["granularity"] == 5 and h["tsc_rate"] == 10**9
+    raw = base64.b64decode(h["histogram"])
+    ranges = h["max_range"] - h["min_range"] + 1
+    assert len(raw) == 8 * ranges * 2**5 and not any(raw)
+    b = target.rpc("bdev_get_histogram_borders", "H", "--borders", "1000,2000")
+    assert b == {"borders_count": [0, 0, 0]}
+    err = target.rpc_fail("bdev_enable_histogram", "--histogram", "-o", "nvme_io", "H")
+    assert err.code == -32602 and "nvme_io" in err.message
+    target.rpc("bdev_enable_histogram", "--no-histogram", "H")
+    target.rpc_fail("bdev_get_histogram", "H")

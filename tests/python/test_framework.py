@@ -213,3 +213,20 @@ def test_startup_option_setters_refuse_other_values(startup_target, setter, args
     # They used to be recorded and saved, with no effect on rtgt.
     err = startup_target.rpc_fail(setter, *args)
     assert err.code == -32602 and words in err.message and "not supported" in err.message
+
+
+def test_thread_views_and_scheduler_through_spdk_rpc(target):
+    stats = target.rpc("thread_get_stats")
+    assert stats["tick_rate"] == 10**9 and stats["threads"]
+    for t in stats["threads"]:
+        assert {"name", "id", "cpumask", "busy", "idle", "in_interrupt", "active_pollers_count",
+                "timed_pollers_count", "paused_pollers_count"} <= set(t)
+    pollers = target.rpc("thread_get_pollers")
+    assert [t["id"] for t in pollers["threads"]] == [t["id"] for t in stats["threads"]]
+    for t in pollers["threads"]:
+        for p in t["active_pollers"] + t["timed_pollers"]:
+            assert p["run_count"] >= p["busy_count"] >= 0
+    chans = target.rpc("thread_get_io_channels")
+    assert [t["name"] for t in chans["threads"]] == [t["name"] for t in stats["threads"]]
+    sched = target.rpc("framework_get_scheduler")
+    assert sched["scheduler_name"] == "static"

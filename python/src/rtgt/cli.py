@@ -65,6 +65,13 @@ def _csv(text: str) -> List[str]:
     return [t for t in text.split(",") if t]
 
 
+def _int_csv(text: str) -> List[int]:
+    try:
+        return [int(t) for t in _csv(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got '{text}'")
+
+
 def _json_value(text: str) -> Any:
     try:
         return json.loads(text)
@@ -151,6 +158,8 @@ def _add_arg(p: Any, method: Dict[str, Any], arg: Dict[str, Any]) -> None:
         kw.update(action=argparse.BooleanOptionalAction, default=arg["default"])
     elif kind in ("list", "list_of", "flag_set"):
         kw["type"] = _csv
+    elif kind == "int_list":
+        kw["type"] = _int_csv
     elif kind == "key_value":
         kw.update(action="append", metavar="key=value")
     elif kind == "size_mib":

@@ -14,7 +14,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use target_core::bdev::module::{self as bdev_module, BdevMethod, BdevModuleOps, MethodCtx};
 use target_core::bdev::{
-    Bdev, HIST_BUCKETS, HistKind, IoStatSnapshot, IoType, QosLimits, ResetMode, hist_bound_secs,
+    Bdev, BdevError, HIST_BUCKETS, HistKind, IoStatSnapshot, IoType, QosLimits, ResetMode,
+    hist_bound_secs, spdk_hist,
 };
 
 use super::{TargetContext, add};
@@ -76,6 +77,27 @@ pub(crate) fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterErr
         StateMask::RUNTIME,
         Decode::Bdev,
         get_latency_histogram,
+    )?;
+    add(
+        m,
+        "bdev_enable_histogram",
+        StateMask::RUNTIME,
+        Decode::Bdev,
+        enable_histogram,
+    )?;
+    add(
+        m,
+        "bdev_get_histogram",
+        StateMask::RUNTIME,
+        Decode::Bdev,
+        get_histogram,
+    )?;
+    add(
+        m,
+        "bdev_get_histogram_borders",
+        StateMask::RUNTIME,
+        Decode::Bdev,
+        get_histogram_borders,
     )?;
     // rtgt's bdevs need no examination: creation completes before the RPC answers.
     super::add_sync(
@@ -434,6 +456,125 @@ async fn get_latency_histogram(
     Ok(json!({"bucket_upper_bounds_us": bounds, "bdevs": list}))
 }
 
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnableHistogram {
+    name: String,
+    enable: bool,
+    opc: Option<String>,
+    granularity: Option<u32>,
+    min_nsec: Option<u64>,
+    max_nsec: Option<u64>,
+}
+
+/// `bdev_enable_histogram`: SPDK's per-bdev latency histogram, on (counts restart) or off.
+async fn enable_histogram(a: EnableHistogram, ctx: Arc<TargetContext>) -> RpcResult<bool> {
+    let bdevs = ctx.target().bdevs();
+    bdevs
+        .histogram_config(&a.name)
+        .ok_or_else(|| no_bdev(&a.name))?;
+    let config = if a.enable {
+        let io_type = match a.opc.as_deref() {
+            None => None,
+            Some(o) => Some(spdk_hist::io_type_by_name(o).ok_or_else(|| {
+                RpcError::invalid_params(format!(
+                    "Invalid Io type '{o}': rtgt's bdevs have read, write, flush, unmap, write_zeroes and compare"
+                ))
+            })?),
+        };
+        let d = spdk_hist::HistogramConfig::default();
+        Some(spdk_hist::HistogramConfig {
+            granularity: a.granularity.unwrap_or(d.granularity),
+            min_ns: a.min_nsec.unwrap_or(d.min_ns),
+            max_ns: a.max_nsec.unwrap_or(d.max_ns),
+            io_type,
+        })
+    } else {
+        None
+    };
+    bdevs.set_histogram(&a.name, config).map_err(|e| match e {
+        BdevError::NotFound(n) => no_bdev(&n),
+        other => RpcError::invalid_params(other.to_string()),
+    })?;
+    Ok(true)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetHistogram {
+    name: String,
+}
+
+fn spdk_histogram(
+    ctx: &TargetContext,
+    name: &str,
+) -> RpcResult<(spdk_hist::HistogramConfig, Vec<u64>)> {
+    ctx.target()
+        .bdevs()
+        .spdk_histogram(name)
+        .map_err(|e| match e {
+            BdevError::NotFound(n) => no_bdev(&n),
+            // SPDK: -EFAULT from a channel without a histogram.
+            other => RpcError::errno(libc::EFAULT, other.to_string()),
+        })
+}
+
+/// `bdev_get_histogram`: the buckets in SPDK's layout, base64; rtgt's tick is a nanosecond.
+async fn get_histogram(a: GetHistogram, ctx: Arc<TargetContext>) -> RpcResult<Value> {
+    let (cfg, buckets) = spdk_histogram(&ctx, &a.name)?;
+    Ok(json!({
+        "histogram": spdk_hist::encode(&buckets),
+        "granularity": cfg.granularity,
+        "min_range": cfg.min_range(),
+        "max_range": cfg.max_range(),
+        "tsc_rate": 1_000_000_000u64,
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GetHistogramBorders {
+    name: String,
+    borders: Vec<u64>,
+}
+
+/// `bdev_get_histogram_borders`: the count up to each border (nanoseconds), then the total.
+async fn get_histogram_borders(
+    a: GetHistogramBorders,
+    ctx: Arc<TargetContext>,
+) -> RpcResult<Value> {
+    if a.borders.is_empty() || a.borders.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(RpcError::invalid_params(
+            "borders must be a non-empty, strictly ascending array",
+        ));
+    }
+    let (cfg, buckets) = spdk_histogram(&ctx, &a.name)?;
+    Ok(json!({"borders_count": spdk_hist::borders_count(&cfg, &buckets, &a.borders)}))
+}
+
+/// `bdev_enable_histogram` as save_config writes it (SPDK writes `name`, `enable`, `opc`;
+/// rtgt adds the range and granularity when they differ from the defaults, so that a restore
+/// gives the same histogram).
+fn histogram_config_entry(name: &str, c: &spdk_hist::HistogramConfig) -> Value {
+    let d = spdk_hist::HistogramConfig::default();
+    let mut p = serde_json::Map::new();
+    p.insert("name".into(), json!(name));
+    p.insert("enable".into(), json!(true));
+    if let Some(t) = c.io_type {
+        p.insert("opc".into(), json!(spdk_hist::io_type_name(t)));
+    }
+    if c.granularity != d.granularity {
+        p.insert("granularity".into(), json!(c.granularity));
+    }
+    if c.min_ns != d.min_ns {
+        p.insert("min_nsec".into(), json!(c.min_ns));
+    }
+    if c.max_ns != d.max_ns {
+        p.insert("max_nsec".into(), json!(c.max_ns));
+    }
+    json!({"method": "bdev_enable_histogram", "params": p})
+}
+
 /// Nanoseconds since the first call (the `ticks` of `bdev_get_iostat`).
 fn monotonic_ns() -> u64 {
     static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
@@ -456,6 +597,9 @@ pub(crate) fn bdev_config(ctx: &TargetContext) -> Vec<Value> {
                 params.extend(m.into_iter().filter(|(_, v)| *v != json!(0)));
             }
             out.push(json!({"method": "bdev_set_qos_limit", "params": params}));
+        }
+        if let Some(Some(c)) = bdevs.histogram_config(b.name()) {
+            out.push(histogram_config_entry(b.name(), &c));
         }
     }
     out.push(json!({"method": "bdev_wait_for_examine"}));

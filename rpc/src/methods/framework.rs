@@ -95,13 +95,13 @@ fn reactors(ctx: &TargetContext) -> Value {
                 "idle": r.idle_ns,
                 "in_interrupt": r.in_interrupt,
                 "lw_threads": [{
-                    "name": format!("nvmf_tgt_poll_group_{:03}", r.index),
+                    "name": super::thread::thread_name(r.index),
                     "id": r.index + 1,
                     "cpumask": format_cpumask(&[lcore]),
                 }],
                 "sleeps": r.sleeps,
                 "messages": r.messages,
-                "pollers": r.pollers,
+                "pollers": r.pollers.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
             })
         })
         .collect();

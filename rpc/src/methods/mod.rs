@@ -30,6 +30,7 @@ pub mod load;
 pub mod nvmf;
 pub mod setters;
 pub mod specs;
+pub mod thread;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -84,6 +85,7 @@ impl TargetContext {
 /// [`Methods::register_core`], which the daemon registers with its hooks).
 pub fn register(m: &mut Methods<TargetContext>) -> Result<(), RegisterError> {
     framework::register(m)?;
+    thread::register(m)?;
     setters::register(m)?;
     keyring::register(m)?;
     bdev::register(m)?;

@@ -85,6 +85,10 @@ pub const METHODS: &[MethodSpec] = &[
         l("with-batches", "with_batches", Toggle(Some(false)), "Keep batch arrays in the output"),
     ]), Prints::Dict),
     prints(m("framework_get_reactors", "Display the reactors and their poll groups", &[]), Prints::Dict),
+    prints(m("framework_get_scheduler", "Display currently set scheduler and its properties", &[]), Prints::Dict),
+    prints(m("thread_get_stats", "Display current statistics of all the threads", &[]), Prints::Dict),
+    prints(m("thread_get_pollers", "Display current pollers of all the threads", &[]), Prints::Dict),
+    prints(m("thread_get_io_channels", "Display current IO channels of all the threads", &[]), Prints::Dict),
     m("framework_set_scheduler", "Select the thread scheduler (rtgt: static only; recorded)", &[
         pos(0, "name", Str, "Scheduler name"),
         o('p', "period", "period", Int, "Scheduler period in microseconds").json(JsonType::Uint(64)),
@@ -126,6 +130,21 @@ pub const METHODS: &[MethodSpec] = &[
     ]),
     prints(m("bdev_get_latency_histogram", "Display the latency histograms of all bdevs or of one (rtgt)", &[
         o('b', "name", "name", Str, "Name of the bdev").comp(Complete::Bdev),
+    ]), Prints::Dict),
+    m("bdev_enable_histogram", "Enable or disable histogram for specified bdev", &[
+        pos(0, "name", Str, "bdev name").comp(Complete::Bdev),
+        l("histogram", "enable", Toggle(None), "Enable or disable histograms on specified device").req(),
+        o('o', "opc", "opc", Choice(&["read", "write", "flush", "unmap", "write_zeroes", "compare"]), "Enable histogram for specified io type (default: all)"),
+        l("granularity", "granularity", Int, "Histogram bucket granularity (1-12)").json(JsonType::Uint(32)),
+        l("min-nsec", "min_nsec", Int, "Histogram min value in nanoseconds").json(JsonType::Uint(64)),
+        l("max-nsec", "max_nsec", Int, "Histogram max value in nanoseconds").json(JsonType::Uint(64)),
+    ]),
+    prints(m("bdev_get_histogram", "Get histogram for specified bdev", &[
+        pos(0, "name", Str, "bdev name").comp(Complete::Bdev),
+    ]), Prints::Dict),
+    prints(m("bdev_get_histogram_borders", "Dump histogram for specified bdev into user-provided borders", &[
+        pos(0, "name", Str, "bdev name").comp(Complete::Bdev),
+        l("borders", "borders", IntList, "Comma-separated ascending borders in nanoseconds (rtgt's tick)").req(),
     ]), Prints::Dict),
     m("bdev_wait_for_examine", "Report when all bdevs have been examined", &[]),
     m("bdev_set_options", "Set bdev layer options (recorded)", &[

@@ -14,6 +14,7 @@ pub mod module;
 mod null;
 mod qos;
 mod registry;
+pub mod spdk_hist;
 mod stats;
 
 use std::os::fd::RawFd;
@@ -360,6 +361,11 @@ pub struct IoChannel {
     rejected_overflow: std::collections::VecDeque<Box<BdevIo>>,
     /// Compares done by reading, for a bdev without a compare of its own (from the first one).
     compare: Option<compare::ReadCompare>,
+    /// The bdev's SPDK histogram switch, and the generation this channel last adopted.
+    hist_ctl: Arc<spdk_hist::HistControl>,
+    hist_gen: u64,
+    /// This channel's SPDK histogram while `bdev_enable_histogram` has it on.
+    hist: Option<Arc<spdk_hist::HistogramData>>,
 }
 
 impl std::fmt::Debug for IoChannel {
@@ -371,15 +377,22 @@ impl std::fmt::Debug for IoChannel {
 }
 
 impl IoChannel {
-    /// Wraps a backend channel, recording statistics into `stats` and applying the bdev's
-    /// rate limits `qos`.
+    /// Wraps a backend channel, recording statistics into `stats`, applying the bdev's rate
+    /// limits `qos` and following its histogram switch `hist_ctl`.
     pub fn new(
         bdev: Arc<dyn Bdev>,
         inner: Box<dyn BdevChannel>,
         stats: Arc<ChannelStats>,
         qos: Arc<Qos>,
+        hist_ctl: Arc<spdk_hist::HistControl>,
     ) -> Self {
+        let hist_gen = hist_ctl.generation();
+        let hist = hist_ctl.fresh();
+        stats.set_spdk_histogram(hist.clone());
         Self {
+            hist_ctl,
+            hist_gen,
+            hist,
             qos,
             throttled: std::collections::VecDeque::with_capacity(32),
             block_size: u64::from(bdev.block_size()),
@@ -502,11 +515,19 @@ impl IoChannel {
         if !self.throttled.is_empty() {
             self.release_throttled(now_ns);
         }
+        let generation = self.hist_ctl.generation();
+        if generation != self.hist_gen {
+            self.adopt_histogram(generation);
+        }
         let stats = &self.stats;
+        let hist = self.hist.as_deref();
         let bs = self.block_size;
         let mut n = 0;
         let mut finish = |io: Box<BdevIo>| {
-            stats.record(&io, bs, now_ns);
+            let lat = stats.record(&io, bs, now_ns);
+            if let Some(h) = hist {
+                h.tally(io.op.io_type(), lat);
+            }
             done(io);
         };
         for io in self.rejected.drain(..) {
@@ -538,6 +559,14 @@ impl IoChannel {
         }
         cmp.retry(self.inner.as_mut());
         n
+    }
+
+    /// Follows a `bdev_enable_histogram` change: a fresh histogram for the new configuration
+    /// (made here, on the channel's reactor, once per change), or none.
+    fn adopt_histogram(&mut self, generation: u64) {
+        self.hist_gen = generation;
+        self.hist = self.hist_ctl.fresh();
+        self.stats.set_spdk_histogram(self.hist.clone());
     }
 
     /// See [`BdevChannel::wake_fd`].

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use parking_lot::Mutex;
 
+use super::spdk_hist::{HistControl, HistogramConfig};
 use super::{
     Bdev, BdevError, ChannelStats, HistKind, Histogram, IoChannel, IoStatSnapshot, Qos, QosLimits,
     ResetMode,
@@ -28,6 +29,10 @@ struct Entry {
     retired: IoStatSnapshot,
     /// Histograms of closed channels, by [`HistKind`].
     retired_hist: [Histogram; 3],
+    /// The SPDK histogram switch (`bdev_enable_histogram`), shared with the channels.
+    hist: Arc<HistControl>,
+    /// SPDK histogram counts of closed channels, for the configuration in effect.
+    retired_spdk: Vec<u64>,
 }
 
 impl Entry {
@@ -40,6 +45,12 @@ impl Entry {
                 c.add_to(&mut self.retired);
                 for kind in HistKind::ALL {
                     c.add_histogram(kind, &mut self.retired_hist[kind as usize]);
+                }
+                if let (Some(h), Some(cfg)) = (c.spdk_histogram(), self.hist.config())
+                    && *h.config() == cfg
+                {
+                    self.retired_spdk.resize(cfg.num_buckets(), 0);
+                    h.add_into(&mut self.retired_spdk);
                 }
             } else {
                 i += 1;
@@ -175,7 +186,7 @@ impl BdevRegistry {
         let inner = bdev.open_channel()?;
         let thread_id = crate::reactor::Reactors::current().map_or(0, |i| i as u64 + 1);
         let stats = Arc::new(ChannelStats::new(thread_id));
-        let qos = match self
+        let (qos, hist) = match self
             .entries
             .lock()
             .iter_mut()
@@ -183,11 +194,11 @@ impl BdevRegistry {
         {
             Some((_, e)) => {
                 e.channels.push(Arc::clone(&stats));
-                Arc::clone(&e.qos)
+                (Arc::clone(&e.qos), Arc::clone(&e.hist))
             }
-            None => Arc::new(Qos::default()),
+            None => (Arc::default(), Arc::default()),
         };
-        Ok(IoChannel::new(Arc::clone(bdev), inner, stats, qos))
+        Ok(IoChannel::new(Arc::clone(bdev), inner, stats, qos, hist))
     }
 
     /// Summed statistics of a bdev over all its channels, past and present, since the last
@@ -231,6 +242,74 @@ impl BdevRegistry {
             }
             h
         })
+    }
+
+    /// Turns a bdev's SPDK latency histogram on with `config` (counts restart) or off
+    /// (`bdev_enable_histogram`). Each channel follows at its next poll.
+    pub fn set_histogram(
+        &self,
+        name: &str,
+        config: Option<HistogramConfig>,
+    ) -> Result<(), BdevError> {
+        if let Some(c) = &config {
+            c.validate().map_err(BdevError::Invalid)?;
+        }
+        let mut entries = self.entries.lock();
+        let (_, e) = entries
+            .iter_mut()
+            .find(|(n, _)| n == name)
+            .ok_or_else(|| BdevError::NotFound(name.to_owned()))?;
+        e.retire_closed();
+        e.retired_spdk.clear();
+        e.hist.set(config);
+        tracing::info!("bdev {name}: latency histogram {config:?}");
+        Ok(())
+    }
+
+    /// The SPDK histogram configuration of a bdev (`None`: off); `None` outside for no bdev.
+    pub fn histogram_config(&self, name: &str) -> Option<Option<HistogramConfig>> {
+        self.entries
+            .lock()
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, e)| e.hist.config())
+    }
+
+    /// A bdev's SPDK histogram: its configuration and the bucket counts summed over its
+    /// channels, past and present, since it was enabled (`bdev_get_histogram`).
+    pub fn spdk_histogram(&self, name: &str) -> Result<(HistogramConfig, Vec<u64>), BdevError> {
+        self.with_stats(name, |e| {
+            let cfg = e.hist.config().ok_or_else(|| {
+                BdevError::Invalid(format!(
+                    "the latency histogram of bdev '{name}' is not enabled"
+                ))
+            })?;
+            let mut acc = vec![0u64; cfg.num_buckets()];
+            for (a, r) in acc.iter_mut().zip(&e.retired_spdk) {
+                *a += r;
+            }
+            for c in &e.channels {
+                if let Some(h) = c.spdk_histogram()
+                    && *h.config() == cfg
+                {
+                    h.add_into(&mut acc);
+                }
+            }
+            Ok((cfg, acc))
+        })
+        .unwrap_or_else(|| Err(BdevError::NotFound(name.to_owned())))
+    }
+
+    /// The bdev channels open on each thread (`thread_get_io_channels`): `(thread id, bdev
+    /// name)` for every open channel, in bdev order.
+    pub fn open_channels(&self) -> Vec<(u64, String)> {
+        let mut entries = self.entries.lock();
+        let mut out = Vec::new();
+        for (n, e) in entries.iter_mut() {
+            e.retire_closed();
+            out.extend(e.channels.iter().map(|c| (c.thread_id(), n.clone())));
+        }
+        out
     }
 
     /// Sets a bdev's rate limits (`bdev_set_qos_limit`); every channel, open or future, applies

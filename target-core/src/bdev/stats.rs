@@ -8,10 +8,12 @@
 //! store racing with the writer's compare-and-store can only leave a value observed around the
 //! reset, which is what a reset means for them.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
+use super::spdk_hist::HistogramData;
 use super::{BdevIo, BdevOp, IoStatus};
 
 /// Latency histogram buckets: bucket `i < HIST_BUCKETS - 1` counts latencies under
@@ -121,6 +123,8 @@ pub struct ChannelStats {
     /// Latency histograms by [`HistKind`]: the buckets, then the sum; never reset (metrics
     /// are cumulative).
     hist: [[AtomicU64; HIST_BUCKETS + 1]; 3],
+    /// The channel's SPDK histogram (`bdev_enable_histogram`), as its reactor last set it.
+    spdk_hist: Mutex<Option<Arc<HistogramData>>>,
 }
 
 impl Default for ChannelStats {
@@ -180,6 +184,7 @@ impl ChannelStats {
             min_unmap_latency_ns: m(),
             flush_latency_ns: z(),
             hist: std::array::from_fn(|_| std::array::from_fn(|_| AtomicU64::new(0))),
+            spdk_hist: Mutex::new(None),
         }
     }
 
@@ -204,17 +209,28 @@ impl ChannelStats {
         self.thread_id
     }
 
-    /// Records an I/O completed at `now_ns` ([`crate::reactor::instant_ns`] form).
-    pub fn record(&self, io: &BdevIo, block_size: u64, now_ns: u64) {
-        if io.status != IoStatus::Success {
-            bump(&self.num_errors, 1);
-            return;
-        }
+    /// The channel's SPDK histogram (set by its reactor when `bdev_enable_histogram` changes).
+    pub fn set_spdk_histogram(&self, h: Option<Arc<HistogramData>>) {
+        *self.spdk_hist.lock() = h;
+    }
+
+    /// The channel's SPDK histogram, if one is on.
+    pub fn spdk_histogram(&self) -> Option<Arc<HistogramData>> {
+        self.spdk_hist.lock().clone()
+    }
+
+    /// Records an I/O completed at `now_ns` ([`crate::reactor::instant_ns`] form); returns its
+    /// latency in nanoseconds.
+    pub fn record(&self, io: &BdevIo, block_size: u64, now_ns: u64) -> u64 {
         let lat = if io.submitted_ns == 0 {
             0
         } else {
             now_ns.saturating_sub(io.submitted_ns)
         };
+        if io.status != IoStatus::Success {
+            bump(&self.num_errors, 1);
+            return lat;
+        }
         match io.op {
             BdevOp::Read { num_blocks, .. } => {
                 bump(&self.num_read_ops, 1);
@@ -247,6 +263,7 @@ impl ChannelStats {
             BdevOp::WriteZeroes { .. } => bump(&self.num_write_zeroes_ops, 1),
             BdevOp::Compare { .. } => bump(&self.num_compare_ops, 1),
         }
+        lat
     }
 
     /// The raw counters (no baseline subtracted).

@@ -564,6 +564,88 @@ fn iostat_survives_closed_channels() {
     assert!(reg.iostat("nope").is_none());
 }
 
+#[test]
+fn spdk_histogram_follows_enable_counts_every_channel_and_filters_by_type() {
+    use spdk_hist::HistogramConfig;
+    let reg = BdevRegistry::new();
+    let b = malloc("h", 16, 512);
+    reg.register(Arc::clone(&b)).unwrap();
+    let mut open = reg.open_channel(&b).unwrap();
+    read(&mut open, 0, 1, &[512]);
+    assert!(
+        reg.spdk_histogram("h").is_err(),
+        "off: an error, as in SPDK"
+    );
+    assert!(matches!(
+        reg.spdk_histogram("nope"),
+        Err(BdevError::NotFound(_))
+    ));
+
+    // An open channel follows the switch at its next poll; its earlier I/O is not counted.
+    reg.set_histogram("h", Some(HistogramConfig::default()))
+        .unwrap();
+    read(&mut open, 0, 1, &[512]);
+    write(&mut open, 0, 1, bufs(&[512]), false);
+    {
+        // A channel opened (and closed) later counts too.
+        let mut later = reg.open_channel(&b).unwrap();
+        read(&mut later, 1, 1, &[512]);
+    }
+    let (cfg, buckets) = reg.spdk_histogram("h").unwrap();
+    assert_eq!(cfg, HistogramConfig::default());
+    assert_eq!(buckets.len(), cfg.num_buckets());
+    assert_eq!(buckets.iter().sum::<u64>(), 3);
+
+    // Reads only, coarser: counts restart.
+    let reads = HistogramConfig {
+        granularity: 3,
+        io_type: Some(IoType::Read),
+        ..Default::default()
+    };
+    reg.set_histogram("h", Some(reads)).unwrap();
+    write(&mut open, 0, 1, bufs(&[512]), false);
+    read(&mut open, 0, 1, &[512]);
+    let (cfg, buckets) = reg.spdk_histogram("h").unwrap();
+    assert_eq!(cfg, reads);
+    assert_eq!(
+        buckets.len(),
+        8 * (cfg.max_range() - cfg.min_range() + 1) as usize
+    );
+    assert_eq!(buckets.iter().sum::<u64>(), 1, "the write is not tallied");
+    assert_eq!(reg.histogram_config("h"), Some(Some(reads)));
+
+    let bad = HistogramConfig {
+        granularity: 0,
+        ..Default::default()
+    };
+    assert!(matches!(
+        reg.set_histogram("h", Some(bad)),
+        Err(BdevError::Invalid(_))
+    ));
+    reg.set_histogram("h", None).unwrap();
+    read(&mut open, 0, 1, &[512]);
+    assert!(reg.spdk_histogram("h").is_err());
+    assert_eq!(reg.histogram_config("h"), Some(None));
+}
+
+#[test]
+fn open_channels_name_their_thread_and_bdev() {
+    let reg = BdevRegistry::new();
+    let b = malloc("c", 16, 512);
+    reg.register(Arc::clone(&b)).unwrap();
+    let one = reg.open_channel(&b).unwrap();
+    let two = reg.open_channel(&b).unwrap();
+    // Outside a reactor the thread id is 0.
+    assert_eq!(
+        reg.open_channels(),
+        vec![(0, "c".to_string()), (0, "c".to_string())]
+    );
+    drop(one);
+    assert_eq!(reg.open_channels().len(), 1);
+    drop(two);
+    assert!(reg.open_channels().is_empty());
+}
+
 fn delay_params(name: &str, base: &str, us: u64) -> DelayParams {
     DelayParams {
         name: name.into(),

@@ -165,8 +165,39 @@ pub struct ReactorInfo {
     pub messages: u64,
     /// Whether it is asleep now.
     pub in_interrupt: bool,
-    /// Pollers registered on it (names).
-    pub pollers: Vec<String>,
+    /// Pollers registered on it, in registration order.
+    pub pollers: Vec<PollerInfo>,
+}
+
+/// A snapshot of one poller, for `thread_get_pollers` / `thread_get_stats`.
+#[derive(Debug, Clone)]
+pub struct PollerInfo {
+    /// Its id on its reactor.
+    pub id: u64,
+    /// Its name.
+    pub name: String,
+    /// `None` for an active poller (every iteration), else its period in nanoseconds.
+    pub period_ns: Option<u64>,
+    /// Times it ran.
+    pub run_count: u64,
+    /// Times it ran and found work.
+    pub busy_count: u64,
+}
+
+/// Run counters of one poller: written by its reactor only (plain stores), read by any thread.
+#[derive(Debug, Default)]
+struct PollerCounters {
+    runs: AtomicU64,
+    busy: AtomicU64,
+}
+
+/// What a reactor publishes about one of its pollers.
+#[derive(Debug)]
+struct PollerView {
+    id: u64,
+    name: String,
+    period_ns: Option<u64>,
+    counters: Arc<PollerCounters>,
 }
 
 struct Slot {
@@ -176,7 +207,7 @@ struct Slot {
     wake: sys::EventFd,
     sleeping: AtomicBool,
     stats: ReactorStats,
-    pollers: Mutex<Vec<String>>,
+    pollers: Mutex<Vec<PollerView>>,
 }
 
 impl Slot {
@@ -386,7 +417,18 @@ impl Reactors {
                 sleeps: s.stats.sleeps.load(Ordering::Relaxed),
                 messages: s.stats.messages.load(Ordering::Relaxed),
                 in_interrupt: s.stats.in_interrupt.load(Ordering::Relaxed),
-                pollers: s.pollers.lock().clone(),
+                pollers: s
+                    .pollers
+                    .lock()
+                    .iter()
+                    .map(|p| PollerInfo {
+                        id: p.id,
+                        name: p.name.clone(),
+                        period_ns: p.period_ns,
+                        run_count: p.counters.runs.load(Ordering::Relaxed),
+                        busy_count: p.counters.busy.load(Ordering::Relaxed),
+                    })
+                    .collect(),
             })
             .collect()
     }
@@ -447,6 +489,20 @@ struct Poller {
     fd: Option<RawFd>,
     arm: Option<ArmFn>,
     f: PollFn,
+    counters: Arc<PollerCounters>,
+}
+
+impl Poller {
+    /// Runs the poller once and counts the run.
+    #[inline]
+    fn run(&mut self, ctx: &mut ReactorCtx) -> bool {
+        let busy = (self.f)(ctx) == PollStatus::Busy;
+        bump(&self.counters.runs, 1);
+        if busy {
+            bump(&self.counters.busy, 1);
+        }
+        busy
+    }
 }
 
 enum PollerOp {
@@ -582,6 +638,7 @@ impl PollerBuilder<'_> {
             fd: self.fd,
             arm: self.arm,
             f: Box::new(f),
+            counters: Arc::default(),
         }));
         id
     }
@@ -660,7 +717,7 @@ impl Reactor {
             let mut work = self.run_messages(batch);
             self.apply_ops();
             for p in self.pollers.iter_mut() {
-                if p.period.is_none() && (p.f)(&mut self.ctx) == PollStatus::Busy {
+                if p.period.is_none() && p.run(&mut self.ctx) {
                     work += 1;
                 }
             }
@@ -674,7 +731,7 @@ impl Reactor {
                     && now >= p.next_due
                 {
                     p.next_due = now + period;
-                    if (p.f)(&mut self.ctx) == PollStatus::Busy {
+                    if p.run(&mut self.ctx) {
                         work += 1;
                     }
                 }
@@ -757,7 +814,16 @@ impl Reactor {
             }
         }
         if changed {
-            *self.slot().pollers.lock() = self.pollers.iter().map(|p| p.name.clone()).collect();
+            *self.slot().pollers.lock() = self
+                .pollers
+                .iter()
+                .map(|p| PollerView {
+                    id: p.id.0,
+                    name: p.name.clone(),
+                    period_ns: p.period.map(|d| d.as_nanos() as u64),
+                    counters: Arc::clone(&p.counters),
+                })
+                .collect();
         }
     }
 
