@@ -1,7 +1,8 @@
 //! SPDK's statistics RPCs over a target doing real I/O: `thread_get_stats`,
 //! `thread_get_pollers`, `thread_get_io_channels`, `framework_get_scheduler`,
 //! `bdev_enable_histogram` / `bdev_get_histogram` / `bdev_get_histogram_borders` (decoded the
-//! way SPDK's histogram tooling decodes them) and their save_config entry.
+//! way SPDK's histogram tooling decodes them) and their save_config entry; the per-listener
+//! I/O counters of `nvmf_get_stats`.
 
 use base64::Engine as _;
 use rpc::RpcState;
@@ -243,5 +244,46 @@ fn the_spdk_histogram_counts_reads_by_type_and_round_trips_through_save_config()
     );
     assert!(r.call("bdev_get_histogram", json!({"name": "m0"})).is_err());
     assert!(!r.save().to_string().contains("bdev_enable_histogram"));
+    c.shutdown().unwrap();
+}
+
+#[test]
+fn nvmf_get_stats_counts_io_per_listener() {
+    let (r, mut c) = setup();
+    reads(&mut c, 7);
+    // One read past the end: a generic error, no bytes.
+    let bad = c.io[0]
+        .cmd(
+            read_sqe(1, 4096, 1),
+            Data::KeyedRead {
+                len: 512,
+                invalidate: true,
+            },
+        )
+        .expect("completes");
+    assert!(!bad.cqe.status.is_success());
+    let stats = r.ok("nvmf_get_stats", Value::Null);
+    let mut reads_seen = 0;
+    let mut bytes = 0;
+    let mut generic = 0;
+    for pg in stats["poll_groups"].as_array().unwrap() {
+        for l in pg["listeners"].as_array().unwrap() {
+            assert_eq!(
+                (
+                    l["trtype"].as_str(),
+                    l["traddr"].as_str(),
+                    l["trsvcid"].as_str()
+                ),
+                (Some("RDMA"), Some(TARGET_IP), Some("4420")),
+                "{l}"
+            );
+            reads_seen += l["reads"].as_u64().unwrap();
+            bytes += l["bytes_read"].as_u64().unwrap();
+            generic += l["errors"]["generic"].as_u64().unwrap();
+            assert_eq!(l["errors"]["path"], 0, "{l}");
+        }
+    }
+    // Admin and fabrics commands are not counted.
+    assert_eq!((reads_seen, bytes, generic), (8, 7 * 512, 1), "{stats}");
     c.shutdown().unwrap();
 }

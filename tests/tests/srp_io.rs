@@ -98,6 +98,39 @@ fn verified_io_at_queue_depths_1_to_64() {
         fx.qpairs()[0]["outstanding"] == 0
     });
     assert_eq!(fx.qpairs()[0]["req_lim"], 128);
+
+    // The listener counted every read and write, with the same bytes each way (every block
+    // written was read back), and no error.
+    let stats = fx.t.rt.block_on(fx.t.target.stats());
+    let sum = |k: &str| -> u64 {
+        stats["poll_groups"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|pg| pg["listeners"].as_array().unwrap())
+            .map(|l| l[k].as_u64().unwrap())
+            .sum()
+    };
+    let ios: u64 = [1u64, 2, 4, 8, 16, 32, 64].iter().sum();
+    assert_eq!((sum("reads"), sum("writes")), (ios, ios), "{stats}");
+    assert!(
+        sum("bytes_read") > 0 && sum("bytes_read") == sum("bytes_written"),
+        "{stats}"
+    );
+    let errors: u64 = stats["poll_groups"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|pg| pg["listeners"].as_array().unwrap())
+        .flat_map(|l| {
+            l["errors"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|v| v.as_u64().unwrap())
+        })
+        .sum();
+    assert_eq!(errors, 0, "{stats}");
 }
 
 #[test]

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 use target_core::bdev::{HistKind, Histogram, IoStatSnapshot, hist_bound_secs};
+use target_core::target::listener_io::ERROR_CLASSES;
 
 use super::exposition::{Exposition, Kind, sanitize};
 
@@ -60,6 +61,7 @@ pub fn render(inp: &Inputs) -> String {
     }
     if let Some(s) = &inp.nvmf_stats {
         poll_groups(&mut e, s);
+        listeners(&mut e, s);
     }
     if let Some(s) = &inp.subsystems {
         subsystems(&mut e, s);
@@ -186,6 +188,75 @@ fn poll_groups(e: &mut Exposition, s: &Value) {
                 ("trtype", trtype.to_owned()),
             ];
             flatten(e, "rtgt_transport", t, &mut labels);
+        }
+    }
+}
+
+/// Per-listener I/O (`nvmf_get_stats` poll groups' `listeners`), summed over poll groups.
+/// Per transport: `sum by (trtype)`.
+fn listeners(e: &mut Exposition, s: &Value) {
+    let mut sums: std::collections::BTreeMap<(String, String, String), Vec<f64>> =
+        Default::default();
+    const KEYS: [&str; 5] = [
+        "reads",
+        "writes",
+        "other_ops",
+        "bytes_read",
+        "bytes_written",
+    ];
+    for pg in s["poll_groups"].as_array().into_iter().flatten() {
+        for l in pg["listeners"].as_array().into_iter().flatten() {
+            let key = (
+                str_of(l, "trtype").to_owned(),
+                str_of(l, "traddr").to_owned(),
+                str_of(l, "trsvcid").to_owned(),
+            );
+            let acc = sums.entry(key).or_insert_with(|| vec![0.0; KEYS.len() + 4]);
+            for (i, k) in KEYS.iter().enumerate() {
+                acc[i] += num(&l[*k]).unwrap_or(0.0);
+            }
+            for (i, class) in ERROR_CLASSES.iter().enumerate() {
+                acc[KEYS.len() + i] += num(&l["errors"][*class]).unwrap_or(0.0);
+            }
+        }
+    }
+    for ((trtype, traddr, trsvcid), v) in &sums {
+        let at = [
+            ("trtype", trtype.as_str()),
+            ("traddr", traddr.as_str()),
+            ("trsvcid", trsvcid.as_str()),
+        ];
+        let with = |k: &'static str, val: &'static str| {
+            let mut l = at.to_vec();
+            l.push((k, val));
+            l
+        };
+        for (op, i) in [("read", 0), ("write", 1), ("other", 2)] {
+            e.sample(
+                "rtgt_listener_ops_total",
+                Kind::Counter,
+                "I/O commands completed through a listener (any status).",
+                &with("op", op),
+                v[i],
+            );
+        }
+        for (op, i) in [("read", 3), ("write", 4)] {
+            e.sample(
+                "rtgt_listener_bytes_total",
+                Kind::Counter,
+                "Bytes of successful reads and writes through a listener.",
+                &with("op", op),
+                v[i],
+            );
+        }
+        for (i, class) in ERROR_CLASSES.iter().enumerate() {
+            e.sample(
+                "rtgt_listener_errors_total",
+                Kind::Counter,
+                "Failed I/O commands through a listener, by status class (NVMe status code type; SCSI sense mapped onto it).",
+                &with("class", class),
+                v[KEYS.len() + i],
+            );
         }
     }
 }
@@ -343,7 +414,16 @@ mod tests {
                 "admin_qpairs": 1, "io_qpairs": 4, "current_admin_qpairs": 1, "current_io_qpairs": 2,
                 "current_unassociated_qpairs": 0, "pending_bdev_io": 0, "completed_nvme_io": 100,
                 "transports": [{"trtype": "RDMA", "pending_data_buffer": 0,
-                    "devices": [{"name": "rxe0", "polls": 10, "completions": 4}]}]}]})),
+                    "devices": [{"name": "rxe0", "polls": 10, "completions": 4}]}],
+                "listeners": [{"trtype": "RDMA", "adrfam": "IPv4", "traddr": "10.0.0.1",
+                    "trsvcid": "4420", "reads": 5, "writes": 1, "other_ops": 0,
+                    "bytes_read": 20480, "bytes_written": 4096,
+                    "errors": {"generic": 0, "command_specific": 0, "media": 0, "path": 2}}]},
+                {"name": "nvmf_tgt_poll_group_001", "transports": [],
+                "listeners": [{"trtype": "RDMA", "adrfam": "IPv4", "traddr": "10.0.0.1",
+                    "trsvcid": "4420", "reads": 2, "writes": 0, "other_ops": 1,
+                    "bytes_read": 8192, "bytes_written": 0,
+                    "errors": {"generic": 1, "command_specific": 0, "media": 0, "path": 0}}]}]})),
             subsystems: Some(
                 json!([{"nqn": "nqn.x", "namespaces": [{"nsid": 1, "bdev_name": "M0"}],
                 "listen_addresses": [{"trtype": "RDMA", "traddr": "10.0.0.1", "trsvcid": "4420"}]}]),
@@ -367,6 +447,10 @@ mod tests {
             "rtgt_poll_group_current_qpairs{poll_group=\"nvmf_tgt_poll_group_000\",kind=\"io\"} 2\n",
             "rtgt_transport_devices_completions{poll_group=\"nvmf_tgt_poll_group_000\",trtype=\"RDMA\",device=\"rxe0\"} 4\n",
             "rtgt_nvmf_subsystem_controllers{subsystem=\"nqn.x\"} 2\n",
+            "rtgt_listener_ops_total{trtype=\"RDMA\",traddr=\"10.0.0.1\",trsvcid=\"4420\",op=\"read\"} 7\n",
+            "rtgt_listener_bytes_total{trtype=\"RDMA\",traddr=\"10.0.0.1\",trsvcid=\"4420\",op=\"read\"} 28672\n",
+            "rtgt_listener_errors_total{trtype=\"RDMA\",traddr=\"10.0.0.1\",trsvcid=\"4420\",class=\"path\"} 2\n",
+            "rtgt_listener_errors_total{trtype=\"RDMA\",traddr=\"10.0.0.1\",trsvcid=\"4420\",class=\"generic\"} 1\n",
             "rtgt_nvmf_namespace_info{subsystem=\"nqn.x\",nsid=\"1\",bdev=\"M0\"} 1\n",
             "rtgt_bdev_ops_total{bdev=\"M0\",op=\"read\"} 3\n",
             "rtgt_bdev_bytes_total{bdev=\"M0\",op=\"read\"} 1536\n",

@@ -13,6 +13,7 @@ use super::request::AerDone;
 use super::{DisconnectFn, TransportInfo};
 use crate::nvme::{Cqe, SglPolicy, Sqe, Status, SubsystemKind};
 use crate::reactor::Reactors;
+use crate::target::listener_io::ListenerIo;
 use crate::target::{AdrFam, ListenAddr, PgCore, SubsystemType, Target};
 
 /// Names one queue of one transport on one reactor. `key` is the transport's own,
@@ -69,6 +70,8 @@ pub struct Queue {
     pub(super) auth: Option<QueueAuth>,
     /// Where this queue's listener is in the poll group's ANA snapshot (`PgCore::ana_state`).
     pub(super) ana_path: Option<(u64, usize)>,
+    /// Its listener's I/O counters on this poll group.
+    io_stats: Arc<ListenerIo>,
     closing: bool,
     finished: bool,
 }
@@ -96,7 +99,9 @@ impl Queue {
         peer: SocketAddr,
     ) -> Self {
         core.qpair_created();
+        let io_stats = core.listener_io(&listen);
         Self {
+            io_stats,
             me,
             role: QueueRole::Unconnected,
             qid,
@@ -131,6 +136,7 @@ impl Queue {
             sq_flow_control_disabled: false,
             subsystem: None,
             listen: ListenAddr::new("RDMA", AdrFam::Ipv4, "10.0.0.1", "4420"),
+            io_stats: Arc::default(),
             local: a,
             peer: a,
             auth: None,
@@ -222,8 +228,12 @@ impl Queue {
         }
     }
 
-    /// A completion for `sqe` on this queue with `status`.
+    /// A completion for `sqe` on this queue with `status`; an I/O queue counts it for its
+    /// listener.
     pub fn cqe(&self, sqe: &Sqe, status: Status) -> Cqe {
+        if matches!(self.role, QueueRole::Io(_)) {
+            self.io_stats.count_nvme(sqe, status);
+        }
         Cqe::for_command(sqe, self.qid, self.sqhd(), status)
     }
 

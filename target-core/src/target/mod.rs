@@ -6,6 +6,7 @@
 
 mod ana;
 mod error;
+pub mod listener_io;
 mod poll_group;
 pub mod scsi_port;
 mod state;
@@ -1230,6 +1231,18 @@ impl Target {
                 let transports: Vec<Value> = pg.transports().map(|t| t.stats()).collect();
                 let core = pg.core();
                 let s = core.stats();
+                let listeners: Vec<Value> = core
+                    .listener_io_snapshot()
+                    .into_iter()
+                    .map(|(a, io)| {
+                        let mut v = io.to_json();
+                        v["trtype"] = json!(a.trtype);
+                        v["adrfam"] = json!(a.adrfam.as_str());
+                        v["traddr"] = json!(a.traddr);
+                        v["trsvcid"] = json!(a.trsvcid);
+                        v
+                    })
+                    .collect();
                 json!({
                     "name": format!("nvmf_tgt_poll_group_{:03}", core.index()),
                     "admin_qpairs": s.admin_qpairs,
@@ -1240,6 +1253,7 @@ impl Target {
                     "pending_bdev_io": s.pending_bdev_io,
                     "completed_nvme_io": s.completed_nvme_io,
                     "transports": transports,
+                    "listeners": listeners,
                 })
             })
             .await;

@@ -224,6 +224,7 @@ pub struct PgCore {
     fd_ops: Vec<FdOp>,
     inflight: usize,
     stats: PgStats,
+    listener_io: super::listener_io::ListenerIoTable,
     now: Instant,
     now_ns: u64,
 }
@@ -492,6 +493,19 @@ impl PgCore {
         self.inflight += 1;
         self.stats.pending_bdev_io += 1;
         Ok(())
+    }
+
+    /// The I/O counters of listener `addr` on this poll group (a queue takes them when it is
+    /// created).
+    pub fn listener_io(&mut self, addr: &ListenAddr) -> Arc<super::listener_io::ListenerIo> {
+        self.listener_io.get(addr)
+    }
+
+    /// Every listener's I/O counters on this poll group.
+    pub fn listener_io_snapshot(
+        &self,
+    ) -> Vec<(ListenAddr, super::listener_io::ListenerIoSnapshot)> {
+        self.listener_io.snapshot()
     }
 
     /// Records a new connection not yet bound to a subsystem.
@@ -773,6 +787,7 @@ impl PollGroup {
                 fd_ops: Vec::new(),
                 inflight: 0,
                 stats: PgStats::default(),
+                listener_io: Default::default(),
                 now: Instant::now(),
                 now_ns: crate::reactor::instant_ns(Instant::now()),
             },

@@ -78,6 +78,8 @@ pub(super) struct Chan {
     pub cntlid: u16,
     pub peer: SocketAddr,
     pub listen: ListenAddr,
+    /// The listener's I/O counters on this poll group (metrics, `nvmf_get_stats`).
+    pub io_stats: Arc<target_core::target::listener_io::ListenerIo>,
     pub max_it: u32,
     pub max_ti: u32,
     pub imm_off: Option<u16>,
@@ -421,6 +423,7 @@ impl SrpPg {
             ua: UaQueue::empty(),
             cntlid: 0,
             peer: nc.peer,
+            io_stats: core.listener_io(&nc.listen),
             listen: nc.listen.clone(),
             max_it,
             max_ti,

@@ -772,6 +772,12 @@ impl SrpPg {
             } else {
                 Residual::compute(x.out_len(), r.moved_out)
             };
+            let moved = if x.data_in_len() > 0 {
+                u64::from(x.data_in_len())
+            } else {
+                r.moved_out
+            };
+            c.io_stats.count_scsi(x.op(), moved, x.status(), x.sense());
             SrpRsp {
                 solnt: crate::proto::rsp::solicited(r.sol_not, ok),
                 data_out: dout,
