@@ -64,8 +64,12 @@ pub struct LogicalUnit {
     pub product: String,
     /// Product revision level (4 bytes).
     pub revision: String,
-    /// Write cache enabled (caching page WCE); SYNCHRONIZE CACHE is meaningful only then.
+    /// The LU has a volatile write cache: the default of caching page WCE, and whether WCE
+    /// is changeable; SYNCHRONIZE CACHE is meaningful only then.
     pub write_cache: bool,
+    /// The current values of the mode parameters MODE SELECT changes (WCE, SWP). The exec
+    /// layer keeps them per LU, shared by every nexus, and copies them in per command.
+    pub modes: super::mode::ModeParams,
     /// Writes fail with DATA PROTECT / WRITE PROTECTED; MODE SENSE reports WP.
     pub read_only: bool,
     /// Thin provisioning: UNMAP and WRITE SAME with UNMAP are accepted and advertised
@@ -115,6 +119,7 @@ impl LogicalUnit {
             product: "rtgt bdev".into(),
             revision: "0001".into(),
             write_cache: true,
+            modes: super::mode::ModeParams::defaults(true),
             read_only: false,
             unmap: false,
             unmap_reads_zero: false,
@@ -129,6 +134,12 @@ impl LogicalUnit {
         lu.max_transfer_blocks = (8 << 20) / block_size.max(1);
         lu.max_write_same_blocks = lu.max_transfer_blocks;
         lu
+    }
+
+    /// Writes to the medium are refused: a read-only bdev, or software write protect (control
+    /// page SWP).
+    pub fn write_protected(&self) -> bool {
+        self.read_only || self.modes.swp
     }
 
     /// Turns on thin provisioning with the given limits (UNMAP and WRITE SAME with UNMAP).

@@ -3,6 +3,7 @@
 //! through admission, the device server and data-in.
 
 use super::lu_map::{LuLimits, LuMap, MappedLu};
+use super::mode_select;
 use super::nexus::ItNexus;
 use super::request::{Phase, ScsiAction, ScsiCommand, ScsiReq};
 use super::reservation::{self, ResvStep};
@@ -171,6 +172,7 @@ impl ScsiEngine {
             Phase::Exec => self.exec(core, nexus, ua, req),
             Phase::DataOut => self.fetch(req),
             Phase::Submit if req.pr_out.is_some() => reservation::run_pr_out(core, nexus, req),
+            Phase::Submit if req.mode_select.is_some() => self.run_mode_select(core, req),
             Phase::Submit => self.submit(core, req),
             Phase::Bdev => ScsiAction::Submitted,
             Phase::Done => ScsiAction::Respond,
@@ -239,6 +241,12 @@ impl ScsiEngine {
         ua: &mut UaQueue<N>,
         req: &mut ScsiReq,
     ) -> ScsiAction {
+        if let Some(lun) = req.lun {
+            map_of(&mut self.maps, core, req.sub, self.limits);
+            if let Some(Some(m)) = self.maps.get_mut(req.sub as usize) {
+                m.refresh_modes(lun);
+            }
+        }
         let map = map_of(&mut self.maps, core, req.sub, self.limits);
         let matcher = self.host_matcher;
         // A logical unit the nexus does not see is not there for it: LOGICAL UNIT NOT
@@ -311,9 +319,15 @@ impl ScsiEngine {
                 Some(Err(sense)) => Verdict::CheckCondition(sense),
                 _ => match nsid.map(|n| reservation::check(core, n, nexus, req, &mut self.scratch))
                 {
-                    None | Some(ResvStep::Proceed) => {
-                        scsi::execute(lu, &ctx, &cmd, &mut self.scratch)
-                    }
+                    None | Some(ResvStep::Proceed) => match lu {
+                        Some(_) if mode_select::is_mode_select(cmd.cdb) => {
+                            match mode_select::decode(req) {
+                                Some(v) => v,
+                                None => return self.fetch(req),
+                            }
+                        }
+                        _ => scsi::execute(lu, &ctx, &cmd, &mut self.scratch),
+                    },
                     Some(ResvStep::Verdict(v)) => v,
                     Some(ResvStep::Conflict) => {
                         req.status = ScsiStatus::ReservationConflict;
@@ -383,7 +397,7 @@ impl ScsiEngine {
     }
 
     /// What data-out to move.
-    fn fetch(&self, req: &ScsiReq) -> ScsiAction {
+    pub(super) fn fetch(&self, req: &ScsiReq) -> ScsiAction {
         let write = matches!(req.op, Some(scsi::ScsiIo::Write { .. }));
         // Parameter data (UNMAP list, WRITE SAME pattern) goes to one buffer.
         let len = if write {

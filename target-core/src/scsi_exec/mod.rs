@@ -71,6 +71,7 @@
 mod engine;
 mod io_bdev;
 mod lu_map;
+mod mode_select;
 mod nexus;
 mod request;
 mod reservation;

@@ -121,6 +121,13 @@ pub struct ScsiReq {
     pub(super) pattern_ready: bool,
     /// A PERSISTENT RESERVE OUT waiting for its parameter list.
     pub(super) pr_out: Option<crate::scsi::pr_out::PrOutCdb>,
+    /// A MODE SELECT waiting for its parameter list.
+    pub(super) mode_select: Option<crate::scsi::mode_select::ModeSelectCdb>,
+    /// WRITE SAME by write zeroes / unmap with the write cache off (WCE = 0): a Flush
+    /// follows, so the blocks are durable before GOOD.
+    pub(super) flush_after: bool,
+    /// That Flush is the operation to submit.
+    pub(super) flushing: bool,
 }
 
 impl Default for ScsiReq {
@@ -157,6 +164,9 @@ impl ScsiReq {
             write_same: WriteSameMode::Undecided,
             pattern_ready: false,
             pr_out: None,
+            mode_select: None,
+            flush_after: false,
+            flushing: false,
         }
     }
 
@@ -185,6 +195,9 @@ impl ScsiReq {
         self.write_same = WriteSameMode::Undecided;
         self.pattern_ready = false;
         self.pr_out = None;
+        self.mode_select = None;
+        self.flush_after = false;
+        self.flushing = false;
     }
 
     /// Ends the command with CHECK CONDITION and `sense` and no data-in (see

@@ -813,3 +813,135 @@ fn a_namespace_gone_under_the_lu_map_answers_lun_not_supported() {
     assert_eq!(&d.data[..4], &8u32.to_be_bytes());
     h.stop();
 }
+
+/// A MODE SELECT(6) parameter list: header, then `pages`.
+fn mode_list(pages: &[&[u8]]) -> Vec<u8> {
+    let mut v = vec![0u8; 4];
+    for p in pages {
+        v.extend_from_slice(p);
+    }
+    v
+}
+
+fn caching_page(wce: bool) -> [u8; 20] {
+    let mut p = [0u8; 20];
+    p[0] = 0x08;
+    p[1] = 0x12;
+    p[2] = if wce { 0x04 } else { 0 };
+    p
+}
+
+fn mode_select6(list: &[u8]) -> [u8; 6] {
+    [0x15, 0x10, 0, 0, list.len() as u8, 0]
+}
+
+#[test]
+fn mode_select_wce_off_writes_every_write_through() {
+    let mut h = Harness::new();
+    let sub = h.subsystem("nqn.2016-06.io.rtgt:scsi-exec-modes", &[1]);
+    let caching = [0x1A, 0x08, 0x08, 0, 255, 0];
+    let d = h.run(&sub, 0, &caching, &[], 255);
+    assert_eq!(
+        d.data[6], 0x04,
+        "WCE on by default (malloc has a volatile cache)"
+    );
+    // WCE = 0.
+    let list = mode_list(&[&caching_page(false)]);
+    let d = h.run(&sub, 0, &mode_select6(&list), &list, 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    let d = h.run(&sub, 0, &caching, &[], 255);
+    assert_eq!(d.data[6], 0x00, "MODE SENSE reports the new value");
+    h.ops();
+    // A WRITE without FUA is written through; WRITE SAME by write zeroes is flushed; a
+    // pattern WRITE SAME writes with FUA; SYNCHRONIZE CACHE still flushes (writes made
+    // before WCE went off may be cached).
+    let d = h.run(&sub, 0, &rw16(WRITE_16, 8, 1), &[0xA5; 512], 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    let d = h.run(&sub, 0, &write_same16(16, 4, false), &[0; 512], 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    let d = h.run(&sub, 0, &write_same16(32, 2, false), &[7; 512], 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    let d = h.run(&sub, 0, &[0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0], &[], 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    assert_eq!(
+        h.ops(),
+        [
+            BdevOp::Write {
+                offset_blocks: 8,
+                num_blocks: 1,
+                fua: true
+            },
+            BdevOp::WriteZeroes {
+                offset_blocks: 16,
+                num_blocks: 4
+            },
+            BdevOp::Flush,
+            BdevOp::Write {
+                offset_blocks: 32,
+                num_blocks: 2,
+                fua: true
+            },
+            BdevOp::Flush,
+        ]
+    );
+    // A list with a field that is not changeable (RCD) changes nothing.
+    let mut rcd = caching_page(true);
+    rcd[2] |= 0x01;
+    let list = mode_list(&[&rcd]);
+    let d = h.run(&sub, 0, &mode_select6(&list), &list, 0);
+    assert_eq!(sense_of(&d), (SenseKey::IllegalRequest, 0x26, 0x00));
+    assert_eq!(d.sense.unwrap().field.map(|f| f.byte), Some(6));
+    let d = h.run(&sub, 0, &caching, &[], 255);
+    assert_eq!(d.data[6], 0x00, "still off");
+    // WCE back on: writes from the cache again.
+    let list = mode_list(&[&caching_page(true)]);
+    let d = h.run(&sub, 0, &mode_select6(&list), &list, 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    h.ops();
+    let d = h.run(&sub, 0, &rw16(WRITE_16, 8, 1), &[0xA5; 512], 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    assert_eq!(
+        h.ops(),
+        [BdevOp::Write {
+            offset_blocks: 8,
+            num_blocks: 1,
+            fua: false
+        }]
+    );
+    h.stop();
+}
+
+#[test]
+fn mode_select_swp_write_protects_the_lu() {
+    let mut h = Harness::new();
+    let sub = h.subsystem("nqn.2016-06.io.rtgt:scsi-exec-swp", &[1]);
+    let mut control = [0u8; 12];
+    control[0] = 0x0A;
+    control[1] = 0x0A;
+    control[3] = 0x10;
+    control[8..10].copy_from_slice(&[0xFF, 0xFF]);
+    control[4] = 0x08;
+    let list = mode_list(&[&control]);
+    let d = h.run(&sub, 0, &mode_select6(&list), &list, 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    let d = h.run(&sub, 0, &[0x1A, 0x08, 0x0A, 0, 255, 0], &[], 255);
+    assert_eq!((d.data[2] & 0x80, d.data[8]), (0x80, 0x08), "WP and SWP");
+    h.ops();
+    let d = h.run(&sub, 0, &rw16(WRITE_16, 0, 1), &[1; 512], 0);
+    assert_eq!(sense_of(&d), (SenseKey::DataProtect, 0x27, 0x00));
+    let d = h.run(&sub, 0, &rw16(READ_16, 0, 1), &[], 512);
+    assert_eq!(d.status, ScsiStatus::Good, "reads are allowed");
+    assert_eq!(h.ops().len(), 1, "only the read reached the bdev");
+    // A zero-length list is GOOD and changes nothing; PF = 0 is refused.
+    let d = h.run(&sub, 0, &[0x15, 0x10, 0, 0, 0, 0], &[], 0);
+    assert_eq!(d.status, ScsiStatus::Good);
+    let d = h.run(&sub, 0, &[0x15, 0, 0, 0, 16, 0], &list, 0);
+    assert_eq!(sense_of(&d), (SenseKey::IllegalRequest, 0x24, 0x00));
+    control[4] = 0;
+    let list = mode_list(&[&control]);
+    let d = h.run(&sub, 0, &mode_select6(&list), &list, 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    let d = h.run(&sub, 0, &rw16(WRITE_16, 0, 1), &[1; 512], 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    h.stop();
+}

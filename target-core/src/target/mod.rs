@@ -6,6 +6,7 @@
 
 mod ana;
 mod error;
+mod lu_modes;
 mod poll_group;
 pub mod scsi_port;
 mod state;
@@ -22,6 +23,7 @@ use serde_json::{Value, json};
 
 pub use ana::SubsystemAna;
 pub use error::CoreError;
+pub use lu_modes::{LuModes, SharedModes};
 pub use poll_group::{
     Admission, AdmitKind, NsGroup, NsInfo, PgCore, PgStats, PollGroup, TAG_MASK,
     resume_transport_request, with_poll_group, with_transport_pg,
@@ -863,6 +865,9 @@ impl Target {
                     visible_hosts: Vec::new(),
                     ptpl_file: pp.ptpl_file.clone(),
                     reservation: Arc::clone(&reservation),
+                    modes: SharedModes(Arc::new(LuModes::new(crate::scsi::ModeParams::defaults(
+                        bdev.write_cache(),
+                    )))),
                 },
             );
             s.ns_generation.fetch_add(1, Ordering::AcqRel);

@@ -68,6 +68,8 @@ pub struct NsInfo {
     pub anagrpid: u32,
     /// The volume's reservation state can persist through power loss (a `ptpl_file`).
     pub ptpl_capable: bool,
+    /// The SCSI logical unit's mode parameters (MODE SELECT), shared by every nexus.
+    pub modes: super::SharedModes,
 }
 
 impl NsInfo {
@@ -89,6 +91,7 @@ impl NsInfo {
             visible_hosts: ns.visibility(),
             anagrpid: ns.anagrpid,
             ptpl_capable: ns.ptpl_file.is_some(),
+            modes: ns.modes.clone(),
         }
     }
 
