@@ -92,6 +92,9 @@ pub struct LogicalUnit {
     pub max_write_same_blocks: u32,
     /// VPD 0xB1 MEDIUM ROTATION RATE: 1 = non-rotational, 0 = not reported.
     pub rotation_rate: u16,
+    /// VPD 0xB0 MAXIMUM COMPARE AND WRITE LENGTH in blocks (0: COMPARE AND WRITE is not
+    /// supported).
+    pub max_compare_write_blocks: u8,
 }
 
 /// Why a [`LogicalUnit`] description is unusable.
@@ -130,6 +133,7 @@ impl LogicalUnit {
             optimal_transfer_blocks: 0,
             max_write_same_blocks: 0,
             rotation_rate: 1,
+            max_compare_write_blocks: 1,
         };
         lu.max_transfer_blocks = (8 << 20) / block_size.max(1);
         lu.max_write_same_blocks = lu.max_transfer_blocks;

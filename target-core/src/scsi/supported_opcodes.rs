@@ -132,6 +132,16 @@ static COMMANDS: &[Supported] = &[
             0x1F, C,
         ],
     ),
+    Supported {
+        opcode: crate::scsi::caw::COMPARE_AND_WRITE,
+        sa: None,
+        // FUA; LOGICAL BLOCK ADDRESS; NUMBER OF LOGICAL BLOCKS.
+        usage: &[
+            0x89, 0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0xFF, 0, C,
+        ],
+        unmap_only: false,
+        alua_only: false,
+    },
     cmd(
         op::VERIFY_16,
         &[

@@ -236,6 +236,7 @@ fn vpd_block_limits() {
     assert_eq!(out, Verdict::DataIn { len: 64 });
     assert_eq!(&d[..4], &[0, 0xB0, 0, 0x3C]);
     assert_eq!(d[4], 0x01); // WSNZ
+    assert_eq!(d[5], 1, "MAXIMUM COMPARE AND WRITE LENGTH");
     assert_eq!(u16::from_be_bytes([d[6], d[7]]), 1);
     assert_eq!(
         u32::from_be_bytes(d[8..12].try_into().unwrap()),

@@ -2,6 +2,7 @@
 //! serves, the device server's parameter-data workspace, and the driver that moves a request
 //! through admission, the device server and data-in.
 
+use super::caw;
 use super::lu_map::{LuLimits, LuMap, MappedLu};
 use super::mode_select;
 use super::nexus::ItNexus;
@@ -173,6 +174,7 @@ impl ScsiEngine {
             Phase::DataOut => self.fetch(req),
             Phase::Submit if req.pr_out.is_some() => reservation::run_pr_out(core, nexus, req),
             Phase::Submit if req.mode_select.is_some() => self.run_mode_select(core, req),
+            Phase::Submit if req.caw.is_some() => self.run_caw(core, req),
             Phase::Submit => self.submit(core, req),
             Phase::Bdev => ScsiAction::Submitted,
             Phase::Done => ScsiAction::Respond,
@@ -182,6 +184,7 @@ impl ScsiEngine {
     /// Gives back what a request holds in the poll group (its admission), for a request that
     /// ends without a response (aborted, or its session gone).
     pub fn abandon(core: &mut PgCore, req: &mut ScsiReq) {
+        caw::cancel(core, req);
         if let Some(k) = req.admitted.take() {
             core.release(req.sub, k);
         }
@@ -320,6 +323,10 @@ impl ScsiEngine {
                 _ => match nsid.map(|n| reservation::check(core, n, nexus, req, &mut self.scratch))
                 {
                     None | Some(ResvStep::Proceed) => match lu {
+                        Some(l) if caw::is_caw(cmd.cdb) => match caw::decode(req, l) {
+                            Some(v) => v,
+                            None => return self.fetch(req),
+                        },
                         Some(_) if mode_select::is_mode_select(cmd.cdb) => {
                             match mode_select::decode(req) {
                                 Some(v) => v,

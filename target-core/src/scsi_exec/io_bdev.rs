@@ -173,7 +173,7 @@ impl ScsiEngine {
     }
 
     /// Submits one bdev operation of the request to the LU's namespace.
-    fn submit_op(
+    pub(super) fn submit_op(
         &mut self,
         core: &mut PgCore,
         req: &mut ScsiReq,
@@ -211,6 +211,9 @@ impl ScsiEngine {
         req: &mut ScsiReq,
         io: Box<BdevIo>,
     ) -> ScsiAction {
+        if req.caw.is_some() {
+            return self.caw_done(core, req, io);
+        }
         let status = io.status;
         let done_op = io.op;
         req.io = Some(io);

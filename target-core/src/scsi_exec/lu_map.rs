@@ -46,6 +46,8 @@ pub fn logical_unit(ns: &NsInfo, limits: LuLimits) -> Option<LogicalUnit> {
     );
     lu.write_cache = ns.write_cache;
     lu.modes = ns.modes.load();
+    // COMPARE AND WRITE fetches its verify and write data into one buffer.
+    lu.max_compare_write_blocks = u8::from(limits.io_unit_size / ns.block_size.max(1) >= 2);
     lu.read_only = !ns.writable;
     lu.max_transfer_blocks = limits.max_io_size / ns.block_size.max(1);
     lu.max_write_same_blocks = MAX_UNMAP_BLOCKS;

@@ -68,6 +68,7 @@
 //! (unit attention, then ALUA state — wired —, then reservation conflict), each a branch when
 //! nothing is pending.
 
+mod caw;
 mod engine;
 mod io_bdev;
 mod lu_map;

@@ -128,6 +128,12 @@ pub struct ScsiReq {
     pub(super) flush_after: bool,
     /// That Flush is the operation to submit.
     pub(super) flushing: bool,
+    /// A COMPARE AND WRITE, its step, its lock owner tag (while it waits for or holds the
+    /// volume's range lock) and the lock once held.
+    pub(super) caw: Option<crate::scsi::caw::CompareAndWrite>,
+    pub(super) caw_step: super::caw::CawStep,
+    pub(super) caw_owner: Option<crate::compare_write::Owner>,
+    pub(super) caw_lock: Option<crate::compare_write::LockId>,
 }
 
 impl Default for ScsiReq {
@@ -167,6 +173,10 @@ impl ScsiReq {
             mode_select: None,
             flush_after: false,
             flushing: false,
+            caw: None,
+            caw_step: super::caw::CawStep::Lock,
+            caw_owner: None,
+            caw_lock: None,
         }
     }
 
@@ -198,6 +208,10 @@ impl ScsiReq {
         self.mode_select = None;
         self.flush_after = false;
         self.flushing = false;
+        self.caw = None;
+        self.caw_step = super::caw::CawStep::Lock;
+        self.caw_owner = None;
+        self.caw_lock = None;
     }
 
     /// Ends the command with CHECK CONDITION and `sense` and no data-in (see

@@ -40,6 +40,9 @@ const MAX_IO: u32 = 4 * UNIT;
 struct Probe {
     inner: Arc<dyn Bdev>,
     ops: Arc<Mutex<Vec<BdevOp>>>,
+    /// Writes reach the base bdev this long after they are submitted: their data lands late
+    /// (a device writing in the background).
+    write_hold: Duration,
 }
 
 impl Bdev for Probe {
@@ -69,6 +72,8 @@ impl Bdev for Probe {
             inner: self.inner.open_channel()?,
             ops: Arc::clone(&self.ops),
             failed: VecDeque::new(),
+            hold: self.write_hold,
+            held: VecDeque::new(),
         }))
     }
     fn config(&self) -> Value {
@@ -80,6 +85,8 @@ struct ProbeChannel {
     inner: Box<dyn BdevChannel>,
     ops: Arc<Mutex<Vec<BdevOp>>>,
     failed: VecDeque<Box<BdevIo>>,
+    hold: Duration,
+    held: VecDeque<(Instant, Box<BdevIo>)>,
 }
 
 impl BdevChannel for ProbeChannel {
@@ -95,9 +102,20 @@ impl BdevChannel for ProbeChannel {
             self.failed.push_back(io);
             return Ok(());
         }
+        if !self.hold.is_zero() && matches!(io.op, BdevOp::Write { .. }) {
+            self.held.push_back((Instant::now() + self.hold, io));
+            return Ok(());
+        }
         self.inner.submit(io)
     }
     fn poll(&mut self, done: &mut dyn FnMut(Box<BdevIo>)) -> usize {
+        while self.held.front().is_some_and(|(t, _)| *t <= Instant::now()) {
+            let (_, io) = self.held.pop_front().expect("checked");
+            if let Err(mut io) = self.inner.submit(io) {
+                io.status = IoStatus::Error(libc::EBUSY);
+                self.failed.push_back(io);
+            }
+        }
         let mut n = self.inner.poll(done);
         while let Some(io) = self.failed.pop_front() {
             done(io);
@@ -106,7 +124,7 @@ impl BdevChannel for ProbeChannel {
         n
     }
     fn outstanding(&self) -> usize {
-        self.inner.outstanding() + self.failed.len()
+        self.inner.outstanding() + self.failed.len() + self.held.len()
     }
 }
 
@@ -446,6 +464,11 @@ impl Harness {
 
     /// A subsystem with a probed malloc bdev of 512-byte blocks at each NSID in `nsids`.
     fn subsystem(&self, nqn: &str, nsids: &[u32]) -> Arc<Subsystem> {
+        self.subsystem_holding_writes(nqn, nsids, Duration::ZERO)
+    }
+
+    /// As [`Harness::subsystem`], the probes holding writes for `hold` before they land.
+    fn subsystem_holding_writes(&self, nqn: &str, nsids: &[u32], hold: Duration) -> Arc<Subsystem> {
         let sub = self
             .rt
             .block_on(self.target.create_subsystem(SubsystemParams::new(nqn)))
@@ -464,6 +487,7 @@ impl Harness {
             let probe: Arc<dyn Bdev> = Arc::new(Probe {
                 inner,
                 ops: Arc::clone(&self.ops),
+                write_hold: hold,
             });
             self.target.bdevs().register(probe).unwrap();
             self.rt
@@ -943,5 +967,188 @@ fn mode_select_swp_write_protects_the_lu() {
     assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
     let d = h.run(&sub, 0, &rw16(WRITE_16, 0, 1), &[1; 512], 0);
     assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    h.stop();
+}
+
+// ---------- COMPARE AND WRITE ----------
+
+/// COMPARE AND WRITE of `blocks` blocks at `lba`.
+fn caw16(lba: u64, blocks: u8) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = 0x89;
+    c[2..10].copy_from_slice(&lba.to_be_bytes());
+    c[13] = blocks;
+    c
+}
+
+/// Verify data then write data, one 512-byte block each.
+fn caw_data(verify: u8, write: u8) -> Vec<u8> {
+    let mut v = vec![verify; 512];
+    v.extend_from_slice(&[write; 512]);
+    v
+}
+
+impl Harness {
+    /// A subsystem whose namespace 1 is a delay bdev (latencies in µs) over a malloc bdev.
+    fn delayed_subsystem(&self, nqn: &str, read_us: u64, write_us: u64) -> Arc<Subsystem> {
+        let sub = self
+            .rt
+            .block_on(self.target.create_subsystem(SubsystemParams::new(nqn)))
+            .unwrap();
+        let base = format!("{}-base", sub.id());
+        let m: Arc<dyn Bdev> = MallocBdev::create(MallocParams {
+            name: base.clone(),
+            num_blocks: 1024,
+            block_size: 512,
+            physical_block_size: 0,
+            uuid: None,
+            optimal_io_boundary: 0,
+        })
+        .unwrap();
+        self.target.bdevs().register(m).unwrap();
+        let name = format!("{}-delay", sub.id());
+        crate::bdev::DelayBdev::create(
+            self.target.bdevs(),
+            crate::bdev::DelayParams {
+                name: name.clone(),
+                base_bdev_name: base,
+                uuid: None,
+                avg_read_latency: read_us,
+                p99_read_latency: read_us,
+                avg_write_latency: write_us,
+                p99_write_latency: write_us,
+            },
+        )
+        .unwrap();
+        self.rt
+            .block_on(self.target.add_namespace(
+                nqn,
+                NsParams {
+                    bdev_name: name,
+                    nsid: 1,
+                    ..NsParams::default()
+                },
+            ))
+            .unwrap();
+        sub
+    }
+
+    fn completion_order(&self, ids: &[u64]) -> Vec<u64> {
+        self.shared
+            .done
+            .lock()
+            .iter()
+            .map(|d| d.id)
+            .filter(|id| ids.contains(id))
+            .collect()
+    }
+}
+
+#[test]
+fn compare_and_write_compares_writes_and_reports_the_miscompare_offset() {
+    let mut h = Harness::new();
+    let sub = h.subsystem("nqn.2016-06.io.rtgt:scsi-exec-caw", &[1]);
+    // VPD B0h: one block at most.
+    let d = h.run(&sub, 0, &[0x12, 1, 0xB0, 0, 64, 0], &[], 64);
+    assert_eq!(d.data[5], 1, "MAXIMUM COMPARE AND WRITE LENGTH");
+    let d = h.run(&sub, 0, &rw16(WRITE_16, 7, 1), &[0x11; 512], 0);
+    assert_eq!(d.status, ScsiStatus::Good);
+    h.ops();
+    let d = h.run(&sub, 0, &caw16(7, 1), &caw_data(0x11, 0x22), 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    assert_eq!(
+        h.ops(),
+        [
+            BdevOp::Read {
+                offset_blocks: 7,
+                num_blocks: 1
+            },
+            BdevOp::Write {
+                offset_blocks: 7,
+                num_blocks: 1,
+                fua: false
+            }
+        ]
+    );
+    let d = h.run(&sub, 0, &rw16(READ_16, 7, 1), &[], 512);
+    assert_eq!(d.data, [0x22; 512]);
+    // A miscompare at byte 100: INFORMATION = 100, nothing written.
+    let mut data = caw_data(0x22, 0x33);
+    data[100] = 0x99;
+    h.ops();
+    let d = h.run(&sub, 0, &caw16(7, 1), &data, 0);
+    assert_eq!(sense_of(&d), (SenseKey::Miscompare, 0x1D, 0x00));
+    assert_eq!(d.sense.unwrap().information, Some(100));
+    assert_eq!(h.ops().len(), 1, "only the read");
+    let d = h.run(&sub, 0, &rw16(READ_16, 7, 1), &[], 512);
+    assert_eq!(d.data, [0x22; 512]);
+    // The lock was released both times: plain writes and another CAW go on.
+    let d = h.run(&sub, 0, &rw16(WRITE_16, 7, 1), &[0x44; 512], 0);
+    assert_eq!(d.status, ScsiStatus::Good);
+    let d = h.run(&sub, 0, &caw16(7, 1), &caw_data(0x44, 0x55), 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    // Errors: too long, out of range, data-out of the wrong size, zero blocks (GOOD).
+    let d = h.run(&sub, 0, &caw16(7, 2), &[0; 2048], 0);
+    assert_eq!(sense_of(&d), (SenseKey::IllegalRequest, 0x24, 0x00));
+    let d = h.run(&sub, 0, &caw16(1024, 1), &caw_data(0, 0), 0);
+    assert_eq!(sense_of(&d), (SenseKey::IllegalRequest, 0x21, 0x00));
+    let d = h.run(&sub, 0, &caw16(7, 1), &[0; 512], 0);
+    assert_eq!(sense_of(&d), (SenseKey::IllegalRequest, 0x0E, 0x03));
+    let d = h.run(&sub, 0, &caw16(7, 0), &[], 0);
+    assert_eq!(d.status, ScsiStatus::Good);
+    h.stop();
+}
+
+#[test]
+fn compare_and_write_waits_for_writes_in_flight() {
+    let mut h = Harness::new();
+    // Writes land 100 ms after they are submitted.
+    let sub = h.subsystem_holding_writes(
+        "nqn.2016-06.io.rtgt:scsi-exec-caw-drain",
+        &[1],
+        Duration::from_millis(100),
+    );
+    // A write of 0xAA is in flight when the COMPARE AND WRITE arrives: the compare must see
+    // it (without the lock the immediate read would see zeros: MISCOMPARE).
+    let w = h.queue(&sub, 0, &rw16(WRITE_16, 5, 1), &[0xAA; 512], 0);
+    let c = h.queue(&sub, 0, &caw16(5, 1), &caw_data(0xAA, 0xBB), 0);
+    h.kick();
+    assert_eq!(h.wait(w).status, ScsiStatus::Good);
+    let d = h.wait(c);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    let d = h.run(&sub, 0, &rw16(READ_16, 5, 1), &[], 512);
+    assert_eq!(d.data, [0xBB; 512]);
+    h.stop();
+}
+
+#[test]
+fn writes_wait_while_a_compare_and_write_holds_the_range() {
+    let mut h = Harness::new();
+    // Reads take 100 ms, writes are immediate.
+    let sub = h.delayed_subsystem("nqn.2016-06.io.rtgt:scsi-exec-caw-hold", 100_000, 0);
+    let c = h.send(&sub, 0, &caw16(9, 1), &caw_data(0, 0xCC), 0);
+    std::thread::sleep(Duration::from_millis(30));
+    // The COMPARE AND WRITE is reading; a write to its block, one next to it and one
+    // overlapping from the other side arrive. The overlapping ones wait for it; without
+    // the lock the write would land before the COMPARE AND WRITE's, which would overwrite
+    // it.
+    let w = h.send(&sub, 0, &rw16(WRITE_16, 9, 1), &[0xDD; 512], 0);
+    let other = h.send(&sub, 0, &rw16(WRITE_16, 10, 1), &[0xEE; 512], 0);
+    let d = h.wait(other);
+    assert_eq!(d.status, ScsiStatus::Good);
+    assert_eq!(h.wait(c).status, ScsiStatus::Good);
+    assert_eq!(h.wait(w).status, ScsiStatus::Good);
+    assert_eq!(
+        h.completion_order(&[c, w, other]),
+        [other, c, w],
+        "a write next to the range is not held up; one on it waits"
+    );
+    let d = h.run(&sub, 0, &rw16(READ_16, 9, 2), &[], 1024);
+    assert_eq!(
+        &d.data[..512],
+        &[0xDD; 512][..],
+        "the later write is the last"
+    );
+    assert_eq!(&d.data[512..], &[0xEE; 512][..]);
     h.stop();
 }

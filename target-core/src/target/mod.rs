@@ -5,6 +5,7 @@
 //! resume. They are `async` and finish when every poll group has done its part.
 
 mod ana;
+mod caw_lock;
 mod error;
 mod lu_modes;
 mod poll_group;
@@ -22,6 +23,8 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 pub use ana::SubsystemAna;
+pub(crate) use caw_lock::owner_of;
+pub use caw_lock::{CawLock, CawRequest};
 pub use error::CoreError;
 pub use lu_modes::{LuModes, SharedModes};
 pub use poll_group::{
@@ -815,6 +818,7 @@ impl Target {
         };
         let nqn_s = nqn.to_string();
         let pp = p.clone();
+        let reactor_count = self.reactors().len();
         let f = Box::new(move |s: &Arc<Subsystem>| {
             let mut c = s.config.write();
             let nsid = if pp.nsid == 0 {
@@ -868,6 +872,7 @@ impl Target {
                     modes: SharedModes(Arc::new(LuModes::new(crate::scsi::ModeParams::defaults(
                         bdev.write_cache(),
                     )))),
+                    caw: Arc::new(CawLock::new(s.id(), nsid, reactor_count)),
                 },
             );
             s.ns_generation.fetch_add(1, Ordering::AcqRel);

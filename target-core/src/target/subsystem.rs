@@ -185,6 +185,8 @@ pub struct Namespace {
     pub reservation: Arc<super::VolumeReservation>,
     /// The SCSI logical unit's mode parameters (MODE SELECT), shared by every nexus.
     pub modes: super::SharedModes,
+    /// The volume's compare-and-write range lock.
+    pub caw: Arc<super::CawLock>,
 }
 
 impl Namespace {
