@@ -1044,10 +1044,11 @@ fn every_reported_opcode_is_implemented() {
         assert_eq!(Some(usage.len()), cdb::cdb_len(opcode));
         // The reservation commands run on the volume's reservation state in the exec layer
         // (scsi_exec::reservation; tests/tests/srp_reservations.rs), not in `execute`; so
-        // does MODE SELECT, on the LU's shared mode parameters (scsi_exec::mode_select).
+        // does MODE SELECT, on the LU's shared mode parameters (scsi_exec::mode_select), and
+        // COMPARE AND WRITE, under the volume's range lock (scsi_exec::caw).
         if matches!(
             opcode,
-            0x15 | 0x55 | 0x16 | 0x17 | 0x56 | 0x57 | 0x5E | 0x5F
+            0x15 | 0x55 | 0x16 | 0x17 | 0x56 | 0x57 | 0x5E | 0x5F | 0x89
         ) {
             continue;
         }
