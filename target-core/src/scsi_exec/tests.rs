@@ -432,6 +432,19 @@ impl TransportPollGroup for TestPg {
 
 // ---------- harness ----------
 
+/// A malloc bdev of 1024 blocks of 512 bytes, not registered.
+fn malloc(name: &str) -> Arc<dyn Bdev> {
+    MallocBdev::create(MallocParams {
+        name: name.to_string(),
+        num_blocks: 1024,
+        block_size: 512,
+        physical_block_size: 0,
+        uuid: None,
+        optimal_io_boundary: 0,
+    })
+    .unwrap()
+}
+
 struct Harness {
     rt: tokio::runtime::Runtime,
     target: Arc<Target>,
@@ -475,15 +488,7 @@ impl Harness {
             .unwrap();
         for &nsid in nsids {
             let name = format!("{}-{nsid}", sub.id());
-            let inner: Arc<dyn Bdev> = MallocBdev::create(MallocParams {
-                name: name.clone(),
-                num_blocks: 1024,
-                block_size: 512,
-                physical_block_size: 0,
-                uuid: None,
-                optimal_io_boundary: 0,
-            })
-            .unwrap();
+            let inner = malloc(&name);
             let probe: Arc<dyn Bdev> = Arc::new(Probe {
                 inner,
                 ops: Arc::clone(&self.ops),
@@ -996,15 +1001,7 @@ impl Harness {
             .block_on(self.target.create_subsystem(SubsystemParams::new(nqn)))
             .unwrap();
         let base = format!("{}-base", sub.id());
-        let m: Arc<dyn Bdev> = MallocBdev::create(MallocParams {
-            name: base.clone(),
-            num_blocks: 1024,
-            block_size: 512,
-            physical_block_size: 0,
-            uuid: None,
-            optimal_io_boundary: 0,
-        })
-        .unwrap();
+        let m = malloc(&base);
         self.target.bdevs().register(m).unwrap();
         let name = format!("{}-delay", sub.id());
         crate::bdev::DelayBdev::create(

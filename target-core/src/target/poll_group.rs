@@ -1078,20 +1078,10 @@ impl PollGroup {
 
 /// The blocks a write-class operation changes (what compare-and-write locks hold off).
 fn write_range(op: &BdevOp) -> Option<LbaRange> {
-    match *op {
-        BdevOp::Write {
-            offset_blocks,
-            num_blocks,
-            ..
+    match op {
+        BdevOp::Write { .. } | BdevOp::WriteZeroes { .. } | BdevOp::Unmap { .. } => {
+            op.range().map(|(lba, blocks)| LbaRange::new(lba, blocks))
         }
-        | BdevOp::WriteZeroes {
-            offset_blocks,
-            num_blocks,
-        }
-        | BdevOp::Unmap {
-            offset_blocks,
-            num_blocks,
-        } => Some(LbaRange::new(offset_blocks, num_blocks)),
         _ => None,
     }
 }
