@@ -99,6 +99,21 @@ impl LockCoordinator {
         (a.acks_left == 0).then_some(a.owner)
     }
 
+    /// The lock `owner` holds, once every reactor has acknowledged it.
+    pub fn held_by(&self, owner: Owner) -> Option<LockId> {
+        self.active
+            .iter()
+            .find(|a| a.owner == owner && a.acks_left == 0)
+            .map(|a| a.id)
+    }
+
+    /// The owner went away (its command was aborted): a queued request is dropped (`None`);
+    /// the id of a lock it was acquiring or holding is returned, to be released as usual.
+    pub fn cancel(&mut self, owner: Owner) -> Option<LockId> {
+        self.queued.retain(|(_, o)| *o != owner);
+        self.active.iter().find(|a| a.owner == owner).map(|a| a.id)
+    }
+
     /// The owner is done with lock `id`: send `unlock(id)` to every reactor. `start` is
     /// called for every queued request that can now go (broadcast those as in
     /// [`Request::Broadcast`]).

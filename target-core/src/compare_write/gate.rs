@@ -53,9 +53,13 @@ impl RangeGate {
     /// Per write-class command (Write, Write Zeroes, DSM/UNMAP, WRITE SAME, …): `owner` is
     /// the compare-and-write the command belongs to, if it is one's own write. Constant time
     /// when nothing is locked.
+    ///
+    /// While a lock is still draining, every other write waits, overlapping or not: a reactor
+    /// that counts all its writes in flight (rather than the overlapping ones, which needs
+    /// their ranges) then knows that every write completing meanwhile is one it counted.
     pub fn admit(&self, range: LbaRange, owner: Option<Owner>) -> Admit {
         for l in &self.locks {
-            if l.range.overlaps(range) && Some(l.owner) != owner {
+            if (l.draining > 0 || l.range.overlaps(range)) && Some(l.owner) != owner {
                 return Admit::Wait(l.id);
             }
         }

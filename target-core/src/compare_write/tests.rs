@@ -45,7 +45,11 @@ fn gate_idle_admits_and_lock_waits_for_inflight() {
         Ok(false)
     );
     assert_eq!(g.admit(LbaRange::new(7, 2), None), Admit::Wait(LockId(1)));
-    assert_eq!(g.admit(LbaRange::new(8, 2), None), Admit::Go);
+    assert_eq!(
+        g.admit(LbaRange::new(8, 2), None),
+        Admit::Wait(LockId(1)),
+        "while draining, every write waits"
+    );
     assert_eq!(
         g.admit(LbaRange::new(4, 1), Some(Owner(9))),
         Admit::Go,
@@ -59,6 +63,11 @@ fn gate_idle_admits_and_lock_waits_for_inflight() {
     assert_eq!(acks, vec![LockId(1)]);
     g.completed(LbaRange::new(5, 1), |id| acks.push(id));
     assert_eq!(acks.len(), 1, "acknowledged once");
+    assert_eq!(
+        g.admit(LbaRange::new(8, 2), None),
+        Admit::Go,
+        "drained: only overlapping writes wait"
+    );
     g.unlock(LockId(1));
     assert!(g.is_idle());
     assert_eq!(g.admit(LbaRange::new(7, 2), None), Admit::Go);
@@ -109,6 +118,28 @@ fn coordinator_serializes_overlaps_in_order() {
         vec![Owner(4)]
     );
     assert_eq!(c.queued(), 0);
+}
+
+#[test]
+fn coordinator_held_by_and_cancel() {
+    let mut c = LockCoordinator::new(2);
+    let Request::Broadcast(a) = c.request(LbaRange::new(0, 4), Owner(1)) else {
+        panic!("first lock goes at once");
+    };
+    assert_eq!(c.request(LbaRange::new(2, 1), Owner(2)), Request::Queued);
+    assert_eq!(c.held_by(Owner(1)), None, "not acknowledged yet");
+    assert_eq!(c.ack(a), None);
+    assert_eq!(c.ack(a), Some(Owner(1)));
+    assert_eq!(c.held_by(Owner(1)), Some(a));
+    // The queued owner goes away: nothing starts for it on release.
+    assert_eq!(c.cancel(Owner(2)), None);
+    assert_eq!(c.queued(), 0);
+    // The holder goes away: its lock is returned for release.
+    assert_eq!(c.cancel(Owner(1)), Some(a));
+    let mut started = Vec::new();
+    c.release(a, |id, _, o| started.push((id, o)));
+    assert!(started.is_empty());
+    assert_eq!(c.active(), 0);
 }
 
 #[test]
@@ -463,10 +494,12 @@ impl Sim {
                     owner: Some(Self::owner_of(c.lock.expect("lock"))),
                 };
                 let r = c.reactor;
-                match self.reactors[r].gate.admit(w.range, w.owner) {
-                    Admit::Go => self.reactors[r].inflight.push(w),
-                    Admit::Wait(id) => panic!("the owner's write waited on {id:?}"),
+                // It passes its own lock, but waits like any write while another lock on
+                // its reactor is still draining.
+                if let Admit::Wait(id) = self.reactors[r].gate.admit(w.range, w.owner) {
+                    assert_ne!(Some(id), c.lock, "the owner's write waited on its own lock");
                 }
+                self.submit(r, w);
             }
             _ => self.start_caw(),
         }

@@ -213,6 +213,9 @@ mod tests {
             visible_hosts: None,
             anagrpid: 3,
             ptpl_capable: false,
+            modes: crate::target::SharedModes(std::sync::Arc::new(crate::target::LuModes::new(
+                crate::scsi::ModeParams::defaults(true),
+            ))),
         };
         let v = namespace_view(&n);
         assert_eq!((v.nsid, v.block_size, v.num_blocks), (3, 4096, 10));

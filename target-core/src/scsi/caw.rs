@@ -54,7 +54,7 @@ pub fn decode_compare_and_write(
     if !lu.in_range(lba, u64::from(blocks)) {
         return Err(Sense::lba_out_of_range());
     }
-    if lu.read_only {
+    if lu.write_protected() {
         return Err(Sense::write_protected());
     }
     let cmd = CompareAndWrite {

@@ -192,7 +192,7 @@ fn device_identification(
 fn block_limits(w: &mut DataIn<'_>, lu: &LogicalUnit) {
     vpd_header(w, 0x00, 0xB0, 0x3C);
     w.u8(0x01); // WSNZ: a WRITE SAME of zero blocks is rejected
-    w.u8(0); // MAXIMUM COMPARE AND WRITE LENGTH
+    w.u8(lu.max_compare_write_blocks); // MAXIMUM COMPARE AND WRITE LENGTH
     w.be16(1u16 << lu.physical_block_exp.min(15)); // OPTIMAL TRANSFER LENGTH GRANULARITY
     w.be32(lu.max_transfer_blocks);
     w.be32(lu.optimal_transfer_blocks);

@@ -64,8 +64,12 @@ pub struct LogicalUnit {
     pub product: String,
     /// Product revision level (4 bytes).
     pub revision: String,
-    /// Write cache enabled (caching page WCE); SYNCHRONIZE CACHE is meaningful only then.
+    /// The LU has a volatile write cache: the default of caching page WCE, and whether WCE
+    /// is changeable; SYNCHRONIZE CACHE is meaningful only then.
     pub write_cache: bool,
+    /// The current values of the mode parameters MODE SELECT changes (WCE, SWP). The exec
+    /// layer keeps them per LU, shared by every nexus, and copies them in per command.
+    pub modes: super::mode::ModeParams,
     /// Writes fail with DATA PROTECT / WRITE PROTECTED; MODE SENSE reports WP.
     pub read_only: bool,
     /// Thin provisioning: UNMAP and WRITE SAME with UNMAP are accepted and advertised
@@ -88,6 +92,9 @@ pub struct LogicalUnit {
     pub max_write_same_blocks: u32,
     /// VPD 0xB1 MEDIUM ROTATION RATE: 1 = non-rotational, 0 = not reported.
     pub rotation_rate: u16,
+    /// VPD 0xB0 MAXIMUM COMPARE AND WRITE LENGTH in blocks (0: COMPARE AND WRITE is not
+    /// supported).
+    pub max_compare_write_blocks: u8,
 }
 
 /// Why a [`LogicalUnit`] description is unusable.
@@ -115,6 +122,7 @@ impl LogicalUnit {
             product: "rtgt bdev".into(),
             revision: "0001".into(),
             write_cache: true,
+            modes: super::mode::ModeParams::defaults(true),
             read_only: false,
             unmap: false,
             unmap_reads_zero: false,
@@ -125,10 +133,17 @@ impl LogicalUnit {
             optimal_transfer_blocks: 0,
             max_write_same_blocks: 0,
             rotation_rate: 1,
+            max_compare_write_blocks: 1,
         };
         lu.max_transfer_blocks = (8 << 20) / block_size.max(1);
         lu.max_write_same_blocks = lu.max_transfer_blocks;
         lu
+    }
+
+    /// Writes to the medium are refused: a read-only bdev, or software write protect (control
+    /// page SWP).
+    pub fn write_protected(&self) -> bool {
+        self.read_only || self.modes.swp
     }
 
     /// Turns on thin provisioning with the given limits (UNMAP and WRITE SAME with UNMAP).

@@ -29,7 +29,7 @@ pub(crate) fn read_write(cdb: &Cdb<'_>, lu: &LogicalUnit, data_out_len: u32) -> 
     if cdb.len() > 6 && cdb.u8(1) & 0xE0 != 0 {
         return Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(7)));
     }
-    if write && lu.read_only {
+    if write && lu.write_protected() {
         return Verdict::CheckCondition(Sense::write_protected());
     }
     // Same order as LIO: the transfer length limit, then the LBA range.
@@ -110,7 +110,7 @@ pub(crate) fn write_same(cdb: &Cdb<'_>, lu: &LogicalUnit, data_out_len: u32) -> 
     if unmap && !lu.unmap {
         return Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(3)));
     }
-    if lu.read_only {
+    if lu.write_protected() {
         return Verdict::CheckCondition(Sense::write_protected());
     }
     if blocks == 0 {
@@ -144,7 +144,7 @@ pub(crate) fn unmap(cdb: &Cdb<'_>, lu: &LogicalUnit, data_out_len: u32) -> Verdi
     if cdb.bit(1, 0) {
         return Verdict::CheckCondition(Sense::invalid_field_in_cdb(1, Some(0)));
     }
-    if lu.read_only {
+    if lu.write_protected() {
         return Verdict::CheckCondition(Sense::write_protected());
     }
     let param_len = u32::from(cdb.be16(7));

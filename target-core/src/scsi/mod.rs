@@ -43,7 +43,8 @@ mod inquiry;
 pub mod logical_unit;
 pub mod lun;
 pub mod media;
-mod mode;
+pub mod mode;
+pub mod mode_select;
 pub mod pr_access;
 pub mod pr_in;
 pub mod pr_out;
@@ -57,6 +58,7 @@ pub mod ua;
 pub use inquiry::{PERIPHERAL_NOT_PRESENT, STANDARD_INQUIRY_LEN, SUPPORTED_VPD};
 pub use logical_unit::{LogicalUnit, LuError, NaaId, PROTOCOL_ID_SRP, TargetPort};
 pub use media::{UnmapDescriptors, UnmapRange, parse_unmap};
+pub use mode::ModeParams;
 pub use sense::{FIXED_SENSE_LEN, FieldPointer, ScsiStatus, Sense, SenseKey};
 
 use cdb::{Cdb, op};

@@ -1,6 +1,8 @@
 //! MODE SENSE(6) and (10) (SPC-4 6.11, 6.12): the read-write error recovery (0x01), caching
 //! (0x08) and control (0x0A) pages, alone or all together (0x3F), with short or long block
-//! descriptors.
+//! descriptors. The current values of the changeable fields are the LU's [`ModeParams`];
+//! MODE SELECT (`mode_select`) changes them, and the changeable-values page control
+//! reports exactly the bits MODE SELECT accepts ([`page_bytes`] with [`Pc::Changeable`]).
 
 use super::Verdict;
 use super::cdb::Cdb;
@@ -17,10 +19,35 @@ pub const PAGE_CONTROL: u8 = 0x0A;
 /// "Return all pages".
 pub const PAGE_ALL: u8 = 0x3F;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Pc {
+/// The mode parameters MODE SELECT can change, per logical unit (shared by every nexus).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ModeParams {
+    /// Caching page WCE: writes may complete from a volatile cache. With WCE = 0 every write
+    /// is written through (FUA). Changeable only when the LU has a volatile write cache.
+    pub wce: bool,
+    /// Control page SWP (software write protect): writes to the medium are refused with DATA
+    /// PROTECT / WRITE PROTECTED, and MODE SENSE reports WP.
+    pub swp: bool,
+}
+
+impl ModeParams {
+    /// The default (power-on) values for an LU with or without a volatile write cache.
+    pub const fn defaults(write_cache: bool) -> ModeParams {
+        ModeParams {
+            wce: write_cache,
+            swp: false,
+        }
+    }
+}
+
+/// Page control: which values a page reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pc {
+    /// Current values.
     Current,
+    /// A mask of the changeable bits.
     Changeable,
+    /// Default values.
     Default,
 }
 
@@ -54,7 +81,7 @@ pub(crate) fn mode_sense(cdb: &Cdb<'_>, lu: &LogicalUnit, data_in: &mut [u8]) ->
     }
 
     let mut w = DataIn::new(data_in, alloc);
-    let dev_specific = if lu.read_only { 0x80 } else { 0x00 } | 0x10; // WP, DPOFUA
+    let dev_specific = if lu.write_protected() { 0x80 } else { 0x00 } | 0x10; // WP, DPOFUA
     let bd_len: u16 = match (dbd, llbaa) {
         (true, _) => 0,
         (false, true) => 16,
@@ -86,14 +113,11 @@ pub(crate) fn mode_sense(cdb: &Cdb<'_>, lu: &LogicalUnit, data_in: &mut [u8]) ->
         }
         _ => {}
     }
-    if matches!(page, PAGE_RW_ERROR_RECOVERY | PAGE_ALL) {
-        rw_error_recovery(&mut w);
-    }
-    if matches!(page, PAGE_CACHING | PAGE_ALL) {
-        caching(&mut w, lu, pc);
-    }
-    if matches!(page, PAGE_CONTROL | PAGE_ALL) {
-        control(&mut w, pc);
+    for code in [PAGE_RW_ERROR_RECOVERY, PAGE_CACHING, PAGE_CONTROL] {
+        if page == code || page == PAGE_ALL {
+            let (bytes, n) = page_bytes(code, lu, pc).unwrap_or(([0; MAX_PAGE_LEN], 0));
+            w.put(&bytes[..n]);
+        }
     }
     let total = w.total();
     if ten {
@@ -107,6 +131,28 @@ pub(crate) fn mode_sense(cdb: &Cdb<'_>, lu: &LogicalUnit, data_in: &mut [u8]) ->
     Verdict::DataIn { len: w.finish() }
 }
 
+/// The longest page this device server has (the caching page: 2 + 0x12 bytes).
+pub(crate) const MAX_PAGE_LEN: usize = 20;
+
+/// Page `code` as MODE SENSE reports it for page control `pc` (with the page code and page
+/// length bytes), and its length; `None` for a page this device server does not have.
+pub(crate) fn page_bytes(
+    code: u8,
+    lu: &LogicalUnit,
+    pc: Pc,
+) -> Option<([u8; MAX_PAGE_LEN], usize)> {
+    let mut b = [0u8; MAX_PAGE_LEN];
+    let mut w = DataIn::new(&mut b, MAX_PAGE_LEN as u32);
+    match code {
+        PAGE_RW_ERROR_RECOVERY => rw_error_recovery(&mut w),
+        PAGE_CACHING => caching(&mut w, lu, pc),
+        PAGE_CONTROL => control(&mut w, lu, pc),
+        _ => return None,
+    }
+    let n = w.total();
+    Some((b, n))
+}
+
 fn rw_error_recovery(w: &mut DataIn<'_>) {
     // No field is changeable, and the defaults (all zero) are the current values.
     w.u8(PAGE_RW_ERROR_RECOVERY);
@@ -117,25 +163,31 @@ fn rw_error_recovery(w: &mut DataIn<'_>) {
 fn caching(w: &mut DataIn<'_>, lu: &LogicalUnit, pc: Pc) {
     w.u8(PAGE_CACHING);
     w.u8(0x12);
-    // WCE (bit 2); RCD = 0. Not changeable: MODE SELECT is not implemented.
-    w.u8(if pc != Pc::Changeable && lu.write_cache {
-        0x04
-    } else {
-        0x00
-    });
+    // WCE (bit 2), changeable when the LU has a volatile write cache; RCD = 0, not
+    // changeable (reads have no cache to bypass that the bdevs would honour).
+    let wce = match pc {
+        Pc::Current => lu.write_cache && lu.modes.wce,
+        Pc::Default => lu.write_cache,
+        Pc::Changeable => lu.write_cache,
+    };
+    w.u8(if wce { 0x04 } else { 0x00 });
     w.zeros(0x12 - 1);
 }
 
-fn control(w: &mut DataIn<'_>, pc: Pc) {
+fn control(w: &mut DataIn<'_>, lu: &LogicalUnit, pc: Pc) {
     w.u8(PAGE_CONTROL);
     w.u8(0x0A);
     if pc == Pc::Changeable {
-        w.zeros(0x0A);
+        // SWP (byte 4 bit 3) is the only changeable field.
+        w.zeros(2);
+        w.u8(0x08);
+        w.zeros(7);
         return;
     }
+    let swp = pc == Pc::Current && lu.modes.swp;
     w.u8(0x00); // TST = 0 (one task set), D_SENSE = 0 (fixed-format sense)
     w.u8(0x10); // QUEUE ALGORITHM MODIFIER = 1 (unrestricted reordering), QERR = 0
-    w.u8(0x00);
+    w.u8(if swp { 0x08 } else { 0x00 }); // SWP
     w.u8(0x00); // ATO = 0, TAS = 0
     w.be16(0); // obsolete
     w.be16(0xFFFF); // BUSY TIMEOUT PERIOD: unlimited

@@ -52,6 +52,7 @@ static COMMANDS: &[Supported] = &[
     cmd(op::READ_6, &[0x08, 0x1F, 0xFF, 0xFF, 0xFF, C]),
     cmd(op::WRITE_6, &[0x0A, 0x1F, 0xFF, 0xFF, 0xFF, C]),
     cmd(op::INQUIRY, &[0x12, 0x01, 0xFF, 0xFF, 0xFF, C]),
+    cmd(op::MODE_SELECT_6, &[0x15, 0x10, 0, 0, 0xFF, C]),
     cmd(crate::scsi::reserve::RESERVE_6, &[0x16, 0, 0, 0, 0, C]),
     cmd(crate::scsi::reserve::RELEASE_6, &[0x17, 0, 0, 0, 0, C]),
     cmd(op::MODE_SENSE_6, &[0x1A, 0x08, 0xFF, 0xFF, 0xFF, C]),
@@ -87,6 +88,10 @@ static COMMANDS: &[Supported] = &[
         unmap_only: true,
         alua_only: false,
     },
+    cmd(
+        op::MODE_SELECT_10,
+        &[0x55, 0x10, 0, 0, 0, 0, 0, 0xFF, 0xFF, C],
+    ),
     cmd(
         crate::scsi::reserve::RESERVE_10,
         &[0x56, 0, 0, 0, 0, 0, 0, 0, 0, C],
@@ -127,6 +132,16 @@ static COMMANDS: &[Supported] = &[
             0x1F, C,
         ],
     ),
+    Supported {
+        opcode: crate::scsi::caw::COMPARE_AND_WRITE,
+        sa: None,
+        // FUA; LOGICAL BLOCK ADDRESS; NUMBER OF LOGICAL BLOCKS.
+        usage: &[
+            0x89, 0x08, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0, 0, 0, 0xFF, 0, C,
+        ],
+        unmap_only: false,
+        alua_only: false,
+    },
     cmd(
         op::VERIFY_16,
         &[

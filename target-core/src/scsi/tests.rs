@@ -236,6 +236,7 @@ fn vpd_block_limits() {
     assert_eq!(out, Verdict::DataIn { len: 64 });
     assert_eq!(&d[..4], &[0, 0xB0, 0, 0x3C]);
     assert_eq!(d[4], 0x01); // WSNZ
+    assert_eq!(d[5], 1, "MAXIMUM COMPARE AND WRITE LENGTH");
     assert_eq!(u16::from_be_bytes([d[6], d[7]]), 1);
     assert_eq!(
         u32::from_be_bytes(d[8..12].try_into().unwrap()),
@@ -455,6 +456,25 @@ fn mode_sense_write_protect_and_cache_off() {
 }
 
 #[test]
+fn mode_sense_reports_mode_select_values() {
+    let mut lu = lu();
+    lu.modes = crate::scsi::ModeParams {
+        wce: false,
+        swp: true,
+    };
+    let (_, d) = run(&lu, &[op::MODE_SENSE_6, 0x08, 0x3F, 0, 255, 0]);
+    assert_eq!(d[2], 0x90, "WP from SWP");
+    assert_eq!(&d[16..19], &[0x08, 0x12, 0x00], "WCE off");
+    assert_eq!(&d[36..41], &[0x0A, 0x0A, 0x00, 0x10, 0x08], "SWP");
+    // Defaults stay the power-on values.
+    let (_, d) = run(&lu, &[op::MODE_SENSE_6, 0x08, 0xBF, 0, 255, 0]);
+    assert_eq!((d[18], d[40]), (0x04, 0x00));
+    // SWP refuses writes like a read-only LU.
+    let (out, _) = run(&lu, &[op::WRITE_10, 0, 0, 0, 0, 0, 0, 0, 1, 0]);
+    assert_eq!(check(out), Sense::write_protected());
+}
+
+#[test]
 fn mode_sense_10_long_lba() {
     let lu = lu();
     let (out, d) = run(&lu, &[op::MODE_SENSE_10, 0x10, 0x08, 0, 0, 0, 0, 0, 255, 0]);
@@ -473,10 +493,17 @@ fn mode_sense_10_long_lba() {
 #[test]
 fn mode_sense_page_control_and_errors() {
     let lu = lu();
-    // Changeable values: nothing is changeable.
+    // Changeable values: exactly what MODE SELECT accepts, WCE (with a volatile cache) and
+    // SWP.
     let (_, d) = run(&lu, &[op::MODE_SENSE_6, 0x08, 0x48, 0, 255, 0]);
-    assert_eq!(&d[4..6], &[0x08, 0x12]);
-    assert!(d[6..].iter().all(|&b| b == 0));
+    assert_eq!(&d[4..7], &[0x08, 0x12, 0x04]);
+    assert!(d[7..].iter().all(|&b| b == 0));
+    let (_, d) = run(&lu, &[op::MODE_SENSE_6, 0x08, 0x4A, 0, 255, 0]);
+    assert_eq!(&d[4..16], &[0x0A, 0x0A, 0, 0, 0x08, 0, 0, 0, 0, 0, 0, 0]);
+    let mut nocache = lu.clone();
+    nocache.write_cache = false;
+    let (_, d) = run(&nocache, &[op::MODE_SENSE_6, 0x08, 0x48, 0, 255, 0]);
+    assert_eq!(d[6], 0, "no volatile cache: WCE not changeable");
     // Default values equal current ones.
     let (_, dflt) = run(&lu, &[op::MODE_SENSE_6, 0x08, 0x88, 0, 255, 0]);
     let (_, cur) = run(&lu, &[op::MODE_SENSE_6, 0x08, 0x08, 0, 255, 0]);
@@ -1016,8 +1043,13 @@ fn every_reported_opcode_is_implemented() {
         assert_eq!(usage[0], opcode);
         assert_eq!(Some(usage.len()), cdb::cdb_len(opcode));
         // The reservation commands run on the volume's reservation state in the exec layer
-        // (scsi_exec::reservation; tests/tests/srp_reservations.rs), not in `execute`.
-        if matches!(opcode, 0x16 | 0x17 | 0x56 | 0x57 | 0x5E | 0x5F) {
+        // (scsi_exec::reservation; tests/tests/srp_reservations.rs), not in `execute`; so
+        // does MODE SELECT, on the LU's shared mode parameters (scsi_exec::mode_select), and
+        // COMPARE AND WRITE, under the volume's range lock (scsi_exec::caw).
+        if matches!(
+            opcode,
+            0x15 | 0x55 | 0x16 | 0x17 | 0x56 | 0x57 | 0x5E | 0x5F | 0x89
+        ) {
             continue;
         }
         let mut c = [0u8; 16];

@@ -2,7 +2,9 @@
 //! serves, the device server's parameter-data workspace, and the driver that moves a request
 //! through admission, the device server and data-in.
 
+use super::caw;
 use super::lu_map::{LuLimits, LuMap, MappedLu};
+use super::mode_select;
 use super::nexus::ItNexus;
 use super::request::{Phase, ScsiAction, ScsiCommand, ScsiReq};
 use super::reservation::{self, ResvStep};
@@ -171,6 +173,8 @@ impl ScsiEngine {
             Phase::Exec => self.exec(core, nexus, ua, req),
             Phase::DataOut => self.fetch(req),
             Phase::Submit if req.pr_out.is_some() => reservation::run_pr_out(core, nexus, req),
+            Phase::Submit if req.mode_select.is_some() => self.run_mode_select(core, req),
+            Phase::Submit if req.caw.is_some() => self.run_caw(core, req),
             Phase::Submit => self.submit(core, req),
             Phase::Bdev => ScsiAction::Submitted,
             Phase::Done => ScsiAction::Respond,
@@ -180,6 +184,7 @@ impl ScsiEngine {
     /// Gives back what a request holds in the poll group (its admission), for a request that
     /// ends without a response (aborted, or its session gone).
     pub fn abandon(core: &mut PgCore, req: &mut ScsiReq) {
+        caw::cancel(core, req);
         if let Some(k) = req.admitted.take() {
             core.release(req.sub, k);
         }
@@ -239,6 +244,12 @@ impl ScsiEngine {
         ua: &mut UaQueue<N>,
         req: &mut ScsiReq,
     ) -> ScsiAction {
+        if let Some(lun) = req.lun {
+            map_of(&mut self.maps, core, req.sub, self.limits);
+            if let Some(Some(m)) = self.maps.get_mut(req.sub as usize) {
+                m.refresh_modes(lun);
+            }
+        }
         let map = map_of(&mut self.maps, core, req.sub, self.limits);
         let matcher = self.host_matcher;
         // A logical unit the nexus does not see is not there for it: LOGICAL UNIT NOT
@@ -311,9 +322,19 @@ impl ScsiEngine {
                 Some(Err(sense)) => Verdict::CheckCondition(sense),
                 _ => match nsid.map(|n| reservation::check(core, n, nexus, req, &mut self.scratch))
                 {
-                    None | Some(ResvStep::Proceed) => {
-                        scsi::execute(lu, &ctx, &cmd, &mut self.scratch)
-                    }
+                    None | Some(ResvStep::Proceed) => match lu {
+                        Some(l) if caw::is_caw(cmd.cdb) => match caw::decode(req, l) {
+                            Some(v) => v,
+                            None => return self.fetch(req),
+                        },
+                        Some(_) if mode_select::is_mode_select(cmd.cdb) => {
+                            match mode_select::decode(req) {
+                                Some(v) => v,
+                                None => return self.fetch(req),
+                            }
+                        }
+                        _ => scsi::execute(lu, &ctx, &cmd, &mut self.scratch),
+                    },
                     Some(ResvStep::Verdict(v)) => v,
                     Some(ResvStep::Conflict) => {
                         req.status = ScsiStatus::ReservationConflict;
@@ -383,7 +404,7 @@ impl ScsiEngine {
     }
 
     /// What data-out to move.
-    fn fetch(&self, req: &ScsiReq) -> ScsiAction {
+    pub(super) fn fetch(&self, req: &ScsiReq) -> ScsiAction {
         let write = matches!(req.op, Some(scsi::ScsiIo::Write { .. }));
         // Parameter data (UNMAP list, WRITE SAME pattern) goes to one buffer.
         let len = if write {

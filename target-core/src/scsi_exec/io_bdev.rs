@@ -28,6 +28,8 @@ pub fn bdev_sense(status: IoStatus, op: &ScsiIo) -> Sense {
 struct Facts {
     block_size: u32,
     write_cache: bool,
+    /// The cache is on but MODE SELECT turned WCE off: every write is written through.
+    write_through: bool,
     unmap: bool,
     write_zeroes: bool,
 }
@@ -48,10 +50,14 @@ impl ScsiEngine {
         let info = Facts {
             block_size: mapped.ns.block_size,
             write_cache: mapped.ns.write_cache,
+            write_through: mapped.ns.write_cache && !mapped.ns.modes.load().wce,
             unmap: mapped.ns.unmap,
             write_zeroes: mapped.ns.write_zeroes,
         };
         let bs = u64::from(info.block_size);
+        if req.flushing {
+            return self.submit_op(core, req, lun, BdevOp::Flush);
+        }
         let bdev_op = match op {
             ScsiIo::Read { lba, blocks, .. } => {
                 let need = limits.units(u64::from(blocks) * bs);
@@ -66,7 +72,7 @@ impl ScsiEngine {
             ScsiIo::Write { lba, blocks, fua } => BdevOp::Write {
                 offset_blocks: lba,
                 num_blocks: u64::from(blocks),
-                fua,
+                fua: fua || info.write_through,
             },
             ScsiIo::Flush { .. } => {
                 if !info.write_cache {
@@ -114,6 +120,8 @@ impl ScsiEngine {
                         WriteSameMode::Pattern
                     };
                 }
+                // Write zeroes and unmap have no FUA: with the cache off a Flush follows.
+                req.flush_after = info.write_through && req.write_same != WriteSameMode::Pattern;
                 match req.write_same {
                     WriteSameMode::Unmap => BdevOp::Unmap {
                         offset_blocks: lba,
@@ -155,12 +163,23 @@ impl ScsiEngine {
                         BdevOp::Write {
                             offset_blocks: lba + req.cursor,
                             num_blocks: chunk,
-                            fua: false,
+                            fua: info.write_through,
                         }
                     }
                 }
             }
         };
+        self.submit_op(core, req, lun, bdev_op)
+    }
+
+    /// Submits one bdev operation of the request to the LU's namespace.
+    pub(super) fn submit_op(
+        &mut self,
+        core: &mut PgCore,
+        req: &mut ScsiReq,
+        lun: u16,
+        bdev_op: BdevOp,
+    ) -> ScsiAction {
         let Some(mut io) = req.io.take() else {
             req.check(Sense::internal_target_failure());
             return Self::respond(core, req);
@@ -192,6 +211,9 @@ impl ScsiEngine {
         req: &mut ScsiReq,
         io: Box<BdevIo>,
     ) -> ScsiAction {
+        if req.caw.is_some() {
+            return self.caw_done(core, req, io);
+        }
         let status = io.status;
         let done_op = io.op;
         req.io = Some(io);
@@ -214,6 +236,12 @@ impl ScsiEngine {
                 self.submit(core, req)
             }
             ScsiIo::WriteSame { blocks, .. } => {
+                if req.flush_after {
+                    req.flush_after = false;
+                    req.flushing = true;
+                    req.phase = Phase::Submit;
+                    return self.submit(core, req);
+                }
                 if req.write_same == WriteSameMode::Pattern {
                     if let BdevOp::Write { num_blocks, .. } = done_op {
                         req.cursor += num_blocks;

@@ -45,6 +45,9 @@ pub fn logical_unit(ns: &NsInfo, limits: LuLimits) -> Option<LogicalUnit> {
         ns.uuid.simple().to_string(),
     );
     lu.write_cache = ns.write_cache;
+    lu.modes = ns.modes.load();
+    // COMPARE AND WRITE fetches its verify and write data into one buffer.
+    lu.max_compare_write_blocks = u8::from(limits.io_unit_size / ns.block_size.max(1) >= 2);
     lu.read_only = !ns.writable;
     lu.max_transfer_blocks = limits.max_io_size / ns.block_size.max(1);
     lu.max_write_same_blocks = MAX_UNMAP_BLOCKS;
@@ -111,6 +114,14 @@ impl LuMap {
         self.lus.get(lun as usize).and_then(Option::as_ref)
     }
 
+    /// Copies the LU's current mode parameters (MODE SELECT, shared by every nexus) into its
+    /// description: one atomic load, per command.
+    pub fn refresh_modes(&mut self, lun: u16) {
+        if let Some(m) = self.lus.get_mut(lun as usize).and_then(Option::as_mut) {
+            m.unit.modes = m.ns.modes.load();
+        }
+    }
+
     /// The logical unit's description at `lun`.
     pub fn lu(&self, lun: u16) -> Option<&LogicalUnit> {
         self.get(lun).map(|m| &m.unit)
@@ -149,6 +160,9 @@ mod tests {
             visible_hosts: None,
             anagrpid: nsid,
             ptpl_capable: false,
+            modes: crate::target::SharedModes(std::sync::Arc::new(crate::target::LuModes::new(
+                crate::scsi::ModeParams::defaults(true),
+            ))),
         }
     }
 

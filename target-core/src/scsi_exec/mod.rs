@@ -68,9 +68,11 @@
 //! (unit attention, then ALUA state — wired —, then reservation conflict), each a branch when
 //! nothing is pending.
 
+mod caw;
 mod engine;
 mod io_bdev;
 mod lu_map;
+mod mode_select;
 mod nexus;
 mod request;
 mod reservation;

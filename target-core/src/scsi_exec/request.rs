@@ -121,6 +121,19 @@ pub struct ScsiReq {
     pub(super) pattern_ready: bool,
     /// A PERSISTENT RESERVE OUT waiting for its parameter list.
     pub(super) pr_out: Option<crate::scsi::pr_out::PrOutCdb>,
+    /// A MODE SELECT waiting for its parameter list.
+    pub(super) mode_select: Option<crate::scsi::mode_select::ModeSelectCdb>,
+    /// WRITE SAME by write zeroes / unmap with the write cache off (WCE = 0): a Flush
+    /// follows, so the blocks are durable before GOOD.
+    pub(super) flush_after: bool,
+    /// That Flush is the operation to submit.
+    pub(super) flushing: bool,
+    /// A COMPARE AND WRITE, its step, its lock owner tag (while it waits for or holds the
+    /// volume's range lock) and the lock once held.
+    pub(super) caw: Option<crate::scsi::caw::CompareAndWrite>,
+    pub(super) caw_step: super::caw::CawStep,
+    pub(super) caw_owner: Option<crate::compare_write::Owner>,
+    pub(super) caw_lock: Option<crate::compare_write::LockId>,
 }
 
 impl Default for ScsiReq {
@@ -157,6 +170,13 @@ impl ScsiReq {
             write_same: WriteSameMode::Undecided,
             pattern_ready: false,
             pr_out: None,
+            mode_select: None,
+            flush_after: false,
+            flushing: false,
+            caw: None,
+            caw_step: super::caw::CawStep::Lock,
+            caw_owner: None,
+            caw_lock: None,
         }
     }
 
@@ -185,6 +205,13 @@ impl ScsiReq {
         self.write_same = WriteSameMode::Undecided;
         self.pattern_ready = false;
         self.pr_out = None;
+        self.mode_select = None;
+        self.flush_after = false;
+        self.flushing = false;
+        self.caw = None;
+        self.caw_step = super::caw::CawStep::Lock;
+        self.caw_owner = None;
+        self.caw_lock = None;
     }
 
     /// Ends the command with CHECK CONDITION and `sense` and no data-in (see

@@ -40,6 +40,9 @@ const MAX_IO: u32 = 4 * UNIT;
 struct Probe {
     inner: Arc<dyn Bdev>,
     ops: Arc<Mutex<Vec<BdevOp>>>,
+    /// Writes reach the base bdev this long after they are submitted: their data lands late
+    /// (a device writing in the background).
+    write_hold: Duration,
 }
 
 impl Bdev for Probe {
@@ -69,6 +72,8 @@ impl Bdev for Probe {
             inner: self.inner.open_channel()?,
             ops: Arc::clone(&self.ops),
             failed: VecDeque::new(),
+            hold: self.write_hold,
+            held: VecDeque::new(),
         }))
     }
     fn config(&self) -> Value {
@@ -80,6 +85,8 @@ struct ProbeChannel {
     inner: Box<dyn BdevChannel>,
     ops: Arc<Mutex<Vec<BdevOp>>>,
     failed: VecDeque<Box<BdevIo>>,
+    hold: Duration,
+    held: VecDeque<(Instant, Box<BdevIo>)>,
 }
 
 impl BdevChannel for ProbeChannel {
@@ -95,9 +102,20 @@ impl BdevChannel for ProbeChannel {
             self.failed.push_back(io);
             return Ok(());
         }
+        if !self.hold.is_zero() && matches!(io.op, BdevOp::Write { .. }) {
+            self.held.push_back((Instant::now() + self.hold, io));
+            return Ok(());
+        }
         self.inner.submit(io)
     }
     fn poll(&mut self, done: &mut dyn FnMut(Box<BdevIo>)) -> usize {
+        while self.held.front().is_some_and(|(t, _)| *t <= Instant::now()) {
+            let (_, io) = self.held.pop_front().expect("checked");
+            if let Err(mut io) = self.inner.submit(io) {
+                io.status = IoStatus::Error(libc::EBUSY);
+                self.failed.push_back(io);
+            }
+        }
         let mut n = self.inner.poll(done);
         while let Some(io) = self.failed.pop_front() {
             done(io);
@@ -106,7 +124,7 @@ impl BdevChannel for ProbeChannel {
         n
     }
     fn outstanding(&self) -> usize {
-        self.inner.outstanding() + self.failed.len()
+        self.inner.outstanding() + self.failed.len() + self.held.len()
     }
 }
 
@@ -414,6 +432,19 @@ impl TransportPollGroup for TestPg {
 
 // ---------- harness ----------
 
+/// A malloc bdev of 1024 blocks of 512 bytes, not registered.
+fn malloc(name: &str) -> Arc<dyn Bdev> {
+    MallocBdev::create(MallocParams {
+        name: name.to_string(),
+        num_blocks: 1024,
+        block_size: 512,
+        physical_block_size: 0,
+        uuid: None,
+        optimal_io_boundary: 0,
+    })
+    .unwrap()
+}
+
 struct Harness {
     rt: tokio::runtime::Runtime,
     target: Arc<Target>,
@@ -446,24 +477,22 @@ impl Harness {
 
     /// A subsystem with a probed malloc bdev of 512-byte blocks at each NSID in `nsids`.
     fn subsystem(&self, nqn: &str, nsids: &[u32]) -> Arc<Subsystem> {
+        self.subsystem_holding_writes(nqn, nsids, Duration::ZERO)
+    }
+
+    /// As [`Harness::subsystem`], the probes holding writes for `hold` before they land.
+    fn subsystem_holding_writes(&self, nqn: &str, nsids: &[u32], hold: Duration) -> Arc<Subsystem> {
         let sub = self
             .rt
             .block_on(self.target.create_subsystem(SubsystemParams::new(nqn)))
             .unwrap();
         for &nsid in nsids {
             let name = format!("{}-{nsid}", sub.id());
-            let inner: Arc<dyn Bdev> = MallocBdev::create(MallocParams {
-                name: name.clone(),
-                num_blocks: 1024,
-                block_size: 512,
-                physical_block_size: 0,
-                uuid: None,
-                optimal_io_boundary: 0,
-            })
-            .unwrap();
+            let inner = malloc(&name);
             let probe: Arc<dyn Bdev> = Arc::new(Probe {
                 inner,
                 ops: Arc::clone(&self.ops),
+                write_hold: hold,
             });
             self.target.bdevs().register(probe).unwrap();
             self.rt
@@ -811,5 +840,312 @@ fn a_namespace_gone_under_the_lu_map_answers_lun_not_supported() {
     // The map was rebuilt: REPORT LUNS shows LUN 0 only.
     let d = h.run(&sub, 0, &[0xA0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0], &[], 256);
     assert_eq!(&d.data[..4], &8u32.to_be_bytes());
+    h.stop();
+}
+
+/// A MODE SELECT(6) parameter list: header, then `pages`.
+fn mode_list(pages: &[&[u8]]) -> Vec<u8> {
+    let mut v = vec![0u8; 4];
+    for p in pages {
+        v.extend_from_slice(p);
+    }
+    v
+}
+
+fn caching_page(wce: bool) -> [u8; 20] {
+    let mut p = [0u8; 20];
+    p[0] = 0x08;
+    p[1] = 0x12;
+    p[2] = if wce { 0x04 } else { 0 };
+    p
+}
+
+fn mode_select6(list: &[u8]) -> [u8; 6] {
+    [0x15, 0x10, 0, 0, list.len() as u8, 0]
+}
+
+#[test]
+fn mode_select_wce_off_writes_every_write_through() {
+    let mut h = Harness::new();
+    let sub = h.subsystem("nqn.2016-06.io.rtgt:scsi-exec-modes", &[1]);
+    let caching = [0x1A, 0x08, 0x08, 0, 255, 0];
+    let d = h.run(&sub, 0, &caching, &[], 255);
+    assert_eq!(
+        d.data[6], 0x04,
+        "WCE on by default (malloc has a volatile cache)"
+    );
+    // WCE = 0.
+    let list = mode_list(&[&caching_page(false)]);
+    let d = h.run(&sub, 0, &mode_select6(&list), &list, 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    let d = h.run(&sub, 0, &caching, &[], 255);
+    assert_eq!(d.data[6], 0x00, "MODE SENSE reports the new value");
+    h.ops();
+    // A WRITE without FUA is written through; WRITE SAME by write zeroes is flushed; a
+    // pattern WRITE SAME writes with FUA; SYNCHRONIZE CACHE still flushes (writes made
+    // before WCE went off may be cached).
+    let d = h.run(&sub, 0, &rw16(WRITE_16, 8, 1), &[0xA5; 512], 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    let d = h.run(&sub, 0, &write_same16(16, 4, false), &[0; 512], 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    let d = h.run(&sub, 0, &write_same16(32, 2, false), &[7; 512], 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    let d = h.run(&sub, 0, &[0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0], &[], 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    assert_eq!(
+        h.ops(),
+        [
+            BdevOp::Write {
+                offset_blocks: 8,
+                num_blocks: 1,
+                fua: true
+            },
+            BdevOp::WriteZeroes {
+                offset_blocks: 16,
+                num_blocks: 4
+            },
+            BdevOp::Flush,
+            BdevOp::Write {
+                offset_blocks: 32,
+                num_blocks: 2,
+                fua: true
+            },
+            BdevOp::Flush,
+        ]
+    );
+    // A list with a field that is not changeable (RCD) changes nothing.
+    let mut rcd = caching_page(true);
+    rcd[2] |= 0x01;
+    let list = mode_list(&[&rcd]);
+    let d = h.run(&sub, 0, &mode_select6(&list), &list, 0);
+    assert_eq!(sense_of(&d), (SenseKey::IllegalRequest, 0x26, 0x00));
+    assert_eq!(d.sense.unwrap().field.map(|f| f.byte), Some(6));
+    let d = h.run(&sub, 0, &caching, &[], 255);
+    assert_eq!(d.data[6], 0x00, "still off");
+    // WCE back on: writes from the cache again.
+    let list = mode_list(&[&caching_page(true)]);
+    let d = h.run(&sub, 0, &mode_select6(&list), &list, 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    h.ops();
+    let d = h.run(&sub, 0, &rw16(WRITE_16, 8, 1), &[0xA5; 512], 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    assert_eq!(
+        h.ops(),
+        [BdevOp::Write {
+            offset_blocks: 8,
+            num_blocks: 1,
+            fua: false
+        }]
+    );
+    h.stop();
+}
+
+#[test]
+fn mode_select_swp_write_protects_the_lu() {
+    let mut h = Harness::new();
+    let sub = h.subsystem("nqn.2016-06.io.rtgt:scsi-exec-swp", &[1]);
+    let mut control = [0u8; 12];
+    control[0] = 0x0A;
+    control[1] = 0x0A;
+    control[3] = 0x10;
+    control[8..10].copy_from_slice(&[0xFF, 0xFF]);
+    control[4] = 0x08;
+    let list = mode_list(&[&control]);
+    let d = h.run(&sub, 0, &mode_select6(&list), &list, 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    let d = h.run(&sub, 0, &[0x1A, 0x08, 0x0A, 0, 255, 0], &[], 255);
+    assert_eq!((d.data[2] & 0x80, d.data[8]), (0x80, 0x08), "WP and SWP");
+    h.ops();
+    let d = h.run(&sub, 0, &rw16(WRITE_16, 0, 1), &[1; 512], 0);
+    assert_eq!(sense_of(&d), (SenseKey::DataProtect, 0x27, 0x00));
+    let d = h.run(&sub, 0, &rw16(READ_16, 0, 1), &[], 512);
+    assert_eq!(d.status, ScsiStatus::Good, "reads are allowed");
+    assert_eq!(h.ops().len(), 1, "only the read reached the bdev");
+    // A zero-length list is GOOD and changes nothing; PF = 0 is refused.
+    let d = h.run(&sub, 0, &[0x15, 0x10, 0, 0, 0, 0], &[], 0);
+    assert_eq!(d.status, ScsiStatus::Good);
+    let d = h.run(&sub, 0, &[0x15, 0, 0, 0, 16, 0], &list, 0);
+    assert_eq!(sense_of(&d), (SenseKey::IllegalRequest, 0x24, 0x00));
+    control[4] = 0;
+    let list = mode_list(&[&control]);
+    let d = h.run(&sub, 0, &mode_select6(&list), &list, 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    let d = h.run(&sub, 0, &rw16(WRITE_16, 0, 1), &[1; 512], 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    h.stop();
+}
+
+// ---------- COMPARE AND WRITE ----------
+
+/// COMPARE AND WRITE of `blocks` blocks at `lba`.
+fn caw16(lba: u64, blocks: u8) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    c[0] = 0x89;
+    c[2..10].copy_from_slice(&lba.to_be_bytes());
+    c[13] = blocks;
+    c
+}
+
+/// Verify data then write data, one 512-byte block each.
+fn caw_data(verify: u8, write: u8) -> Vec<u8> {
+    let mut v = vec![verify; 512];
+    v.extend_from_slice(&[write; 512]);
+    v
+}
+
+impl Harness {
+    /// A subsystem whose namespace 1 is a delay bdev (latencies in µs) over a malloc bdev.
+    fn delayed_subsystem(&self, nqn: &str, read_us: u64, write_us: u64) -> Arc<Subsystem> {
+        let sub = self
+            .rt
+            .block_on(self.target.create_subsystem(SubsystemParams::new(nqn)))
+            .unwrap();
+        let base = format!("{}-base", sub.id());
+        let m = malloc(&base);
+        self.target.bdevs().register(m).unwrap();
+        let name = format!("{}-delay", sub.id());
+        crate::bdev::DelayBdev::create(
+            self.target.bdevs(),
+            crate::bdev::DelayParams {
+                name: name.clone(),
+                base_bdev_name: base,
+                uuid: None,
+                avg_read_latency: read_us,
+                p99_read_latency: read_us,
+                avg_write_latency: write_us,
+                p99_write_latency: write_us,
+            },
+        )
+        .unwrap();
+        self.rt
+            .block_on(self.target.add_namespace(
+                nqn,
+                NsParams {
+                    bdev_name: name,
+                    nsid: 1,
+                    ..NsParams::default()
+                },
+            ))
+            .unwrap();
+        sub
+    }
+
+    fn completion_order(&self, ids: &[u64]) -> Vec<u64> {
+        self.shared
+            .done
+            .lock()
+            .iter()
+            .map(|d| d.id)
+            .filter(|id| ids.contains(id))
+            .collect()
+    }
+}
+
+#[test]
+fn compare_and_write_compares_writes_and_reports_the_miscompare_offset() {
+    let mut h = Harness::new();
+    let sub = h.subsystem("nqn.2016-06.io.rtgt:scsi-exec-caw", &[1]);
+    // VPD B0h: one block at most.
+    let d = h.run(&sub, 0, &[0x12, 1, 0xB0, 0, 64, 0], &[], 64);
+    assert_eq!(d.data[5], 1, "MAXIMUM COMPARE AND WRITE LENGTH");
+    let d = h.run(&sub, 0, &rw16(WRITE_16, 7, 1), &[0x11; 512], 0);
+    assert_eq!(d.status, ScsiStatus::Good);
+    h.ops();
+    let d = h.run(&sub, 0, &caw16(7, 1), &caw_data(0x11, 0x22), 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    assert_eq!(
+        h.ops(),
+        [
+            BdevOp::Read {
+                offset_blocks: 7,
+                num_blocks: 1
+            },
+            BdevOp::Write {
+                offset_blocks: 7,
+                num_blocks: 1,
+                fua: false
+            }
+        ]
+    );
+    let d = h.run(&sub, 0, &rw16(READ_16, 7, 1), &[], 512);
+    assert_eq!(d.data, [0x22; 512]);
+    // A miscompare at byte 100: INFORMATION = 100, nothing written.
+    let mut data = caw_data(0x22, 0x33);
+    data[100] = 0x99;
+    h.ops();
+    let d = h.run(&sub, 0, &caw16(7, 1), &data, 0);
+    assert_eq!(sense_of(&d), (SenseKey::Miscompare, 0x1D, 0x00));
+    assert_eq!(d.sense.unwrap().information, Some(100));
+    assert_eq!(h.ops().len(), 1, "only the read");
+    let d = h.run(&sub, 0, &rw16(READ_16, 7, 1), &[], 512);
+    assert_eq!(d.data, [0x22; 512]);
+    // The lock was released both times: plain writes and another CAW go on.
+    let d = h.run(&sub, 0, &rw16(WRITE_16, 7, 1), &[0x44; 512], 0);
+    assert_eq!(d.status, ScsiStatus::Good);
+    let d = h.run(&sub, 0, &caw16(7, 1), &caw_data(0x44, 0x55), 0);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    // Errors: too long, out of range, data-out of the wrong size, zero blocks (GOOD).
+    let d = h.run(&sub, 0, &caw16(7, 2), &[0; 2048], 0);
+    assert_eq!(sense_of(&d), (SenseKey::IllegalRequest, 0x24, 0x00));
+    let d = h.run(&sub, 0, &caw16(1024, 1), &caw_data(0, 0), 0);
+    assert_eq!(sense_of(&d), (SenseKey::IllegalRequest, 0x21, 0x00));
+    let d = h.run(&sub, 0, &caw16(7, 1), &[0; 512], 0);
+    assert_eq!(sense_of(&d), (SenseKey::IllegalRequest, 0x0E, 0x03));
+    let d = h.run(&sub, 0, &caw16(7, 0), &[], 0);
+    assert_eq!(d.status, ScsiStatus::Good);
+    h.stop();
+}
+
+#[test]
+fn compare_and_write_waits_for_writes_in_flight() {
+    let mut h = Harness::new();
+    // Writes land 100 ms after they are submitted.
+    let sub = h.subsystem_holding_writes(
+        "nqn.2016-06.io.rtgt:scsi-exec-caw-drain",
+        &[1],
+        Duration::from_millis(100),
+    );
+    // A write of 0xAA is in flight when the COMPARE AND WRITE arrives: the compare must see
+    // it (without the lock the immediate read would see zeros: MISCOMPARE).
+    let w = h.queue(&sub, 0, &rw16(WRITE_16, 5, 1), &[0xAA; 512], 0);
+    let c = h.queue(&sub, 0, &caw16(5, 1), &caw_data(0xAA, 0xBB), 0);
+    h.kick();
+    assert_eq!(h.wait(w).status, ScsiStatus::Good);
+    let d = h.wait(c);
+    assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
+    let d = h.run(&sub, 0, &rw16(READ_16, 5, 1), &[], 512);
+    assert_eq!(d.data, [0xBB; 512]);
+    h.stop();
+}
+
+#[test]
+fn writes_wait_while_a_compare_and_write_holds_the_range() {
+    let mut h = Harness::new();
+    // Reads take 100 ms, writes are immediate.
+    let sub = h.delayed_subsystem("nqn.2016-06.io.rtgt:scsi-exec-caw-hold", 100_000, 0);
+    let c = h.send(&sub, 0, &caw16(9, 1), &caw_data(0, 0xCC), 0);
+    std::thread::sleep(Duration::from_millis(30));
+    // The COMPARE AND WRITE is reading; a write to its block, one next to it and one
+    // overlapping from the other side arrive. The overlapping ones wait for it; without
+    // the lock the write would land before the COMPARE AND WRITE's, which would overwrite
+    // it.
+    let w = h.send(&sub, 0, &rw16(WRITE_16, 9, 1), &[0xDD; 512], 0);
+    let other = h.send(&sub, 0, &rw16(WRITE_16, 10, 1), &[0xEE; 512], 0);
+    let d = h.wait(other);
+    assert_eq!(d.status, ScsiStatus::Good);
+    assert_eq!(h.wait(c).status, ScsiStatus::Good);
+    assert_eq!(h.wait(w).status, ScsiStatus::Good);
+    assert_eq!(
+        h.completion_order(&[c, w, other]),
+        [other, c, w],
+        "a write next to the range is not held up; one on it waits"
+    );
+    let d = h.run(&sub, 0, &rw16(READ_16, 9, 2), &[], 1024);
+    assert_eq!(
+        &d.data[..512],
+        &[0xDD; 512][..],
+        "the later write is the last"
+    );
+    assert_eq!(&d.data[512..], &[0xEE; 512][..]);
     h.stop();
 }

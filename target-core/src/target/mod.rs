@@ -5,8 +5,10 @@
 //! resume. They are `async` and finish when every poll group has done its part.
 
 mod ana;
+mod caw_lock;
 mod error;
 pub mod listener_io;
+mod lu_modes;
 mod poll_group;
 pub mod scsi_port;
 mod state;
@@ -22,7 +24,10 @@ use parking_lot::Mutex;
 use serde_json::{Value, json};
 
 pub use ana::SubsystemAna;
+pub(crate) use caw_lock::owner_of;
+pub use caw_lock::{CawLock, CawRequest};
 pub use error::CoreError;
+pub use lu_modes::{LuModes, SharedModes};
 pub use poll_group::{
     Admission, AdmitKind, NsGroup, NsInfo, PgCore, PgStats, PollGroup, TAG_MASK,
     resume_transport_request, with_poll_group, with_transport_pg,
@@ -814,6 +819,7 @@ impl Target {
         };
         let nqn_s = nqn.to_string();
         let pp = p.clone();
+        let reactor_count = self.reactors().len();
         let f = Box::new(move |s: &Arc<Subsystem>| {
             let mut c = s.config.write();
             let nsid = if pp.nsid == 0 {
@@ -864,6 +870,10 @@ impl Target {
                     visible_hosts: Vec::new(),
                     ptpl_file: pp.ptpl_file.clone(),
                     reservation: Arc::clone(&reservation),
+                    modes: SharedModes(Arc::new(LuModes::new(crate::scsi::ModeParams::defaults(
+                        bdev.write_cache(),
+                    )))),
+                    caw: Arc::new(CawLock::new(s.id(), nsid, reactor_count)),
                 },
             );
             s.ns_generation.fetch_add(1, Ordering::AcqRel);

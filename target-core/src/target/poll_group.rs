@@ -12,12 +12,14 @@ use std::time::Instant;
 
 use super::Target;
 use super::ana::PgAna;
+use super::caw_lock::CawLock;
 use super::error::CoreError;
 use super::state::PauseScope;
 use super::subsystem::{ListenAddr, Namespace, Subsystem};
 use super::volume_resv::VolumeReservation;
 use crate::ana::{AnaState, TpgEntry};
-use crate::bdev::{BdevIo, IoChannel, IoType};
+use crate::bdev::{BdevIo, BdevOp, IoChannel, IoType};
+use crate::compare_write::{Admit, LbaRange, LockId, Owner, RangeGate};
 use crate::reactor::{ReactorCtx, Step};
 use crate::registry::TransportPollGroup;
 use crate::reservation::{AccessView, CommandClass, Initiator};
@@ -68,6 +70,8 @@ pub struct NsInfo {
     pub anagrpid: u32,
     /// The volume's reservation state can persist through power loss (a `ptpl_file`).
     pub ptpl_capable: bool,
+    /// The SCSI logical unit's mode parameters (MODE SELECT), shared by every nexus.
+    pub modes: super::SharedModes,
 }
 
 impl NsInfo {
@@ -89,6 +93,7 @@ impl NsInfo {
             visible_hosts: ns.visibility(),
             anagrpid: ns.anagrpid,
             ptpl_capable: ns.ptpl_file.is_some(),
+            modes: ns.modes.clone(),
         }
     }
 
@@ -129,6 +134,11 @@ pub struct NsGroup {
     /// (refreshed when the state's epoch moves).
     resv: Arc<VolumeReservation>,
     view: Arc<AccessView>,
+    /// Compare-and-write: this poll group's gate of the volume's range locks, the write-class
+    /// operations it has submitted and not seen complete, and the volume's lock.
+    caw_gate: RangeGate,
+    writes_inflight: u32,
+    caw: Arc<CawLock>,
 }
 
 impl NsGroup {
@@ -488,7 +498,21 @@ impl PgCore {
             return Err(io);
         };
         io.tag = (io.tag & TAG_MASK) | ((transport as u64) << 48);
+        let write = write_range(&io.op);
+        if let Some(range) = write
+            && !ns.caw_gate.is_idle()
+        {
+            // A compare-and-write holds or is acquiring a lock: the write waits (the
+            // transport retries it, as for a busy backend) unless it is the owner's own.
+            let owner = super::owner_of(self.index, transport, io.tag);
+            if let Admit::Wait(_) = ns.caw_gate.admit(range, Some(owner)) {
+                return Err(io);
+            }
+        }
         ns.channel.submit_at(io, self.now_ns)?;
+        if write.is_some() {
+            ns.writes_inflight += 1;
+        }
         sg.inflight += 1;
         self.inflight += 1;
         self.stats.pending_bdev_io += 1;
@@ -506,6 +530,53 @@ impl PgCore {
         &self,
     ) -> Vec<(ListenAddr, super::listener_io::ListenerIoSnapshot)> {
         self.listener_io.snapshot()
+    }
+
+    fn ns_group_mut(&mut self, subsystem: u32, nsid: u32) -> Option<&mut NsGroup> {
+        self.sg_mut(subsystem)?
+            .ns
+            .get_mut(nsid.checked_sub(1)? as usize)?
+            .as_mut()
+    }
+
+    /// The compare-and-write lock of namespace `nsid`.
+    pub fn caw_lock(&self, subsystem: u32, nsid: u32) -> Option<&Arc<CawLock>> {
+        self.sg(subsystem)?
+            .ns
+            .get(nsid.checked_sub(1)? as usize)?
+            .as_ref()
+            .map(|n| &n.caw)
+    }
+
+    /// A compare-and-write lock reached this poll group: installed in the namespace's gate.
+    /// `true` when nothing this poll group submitted is in flight, so it acknowledges now;
+    /// otherwise the completions acknowledge.
+    pub(crate) fn caw_install(
+        &mut self,
+        subsystem: u32,
+        nsid: u32,
+        id: LockId,
+        range: LbaRange,
+        owner: Owner,
+    ) -> bool {
+        let Some(ns) = self.ns_group_mut(subsystem, nsid) else {
+            return true;
+        };
+        let inflight = ns.writes_inflight;
+        match ns.caw_gate.lock(id, range, owner, inflight) {
+            Ok(now) => now,
+            Err(e) => {
+                tracing::error!("compare-and-write: {e}");
+                true
+            }
+        }
+    }
+
+    /// A compare-and-write lock was released: writes waiting on it go on when retried.
+    pub(crate) fn caw_unlock(&mut self, subsystem: u32, nsid: u32, id: LockId) {
+        if let Some(ns) = self.ns_group_mut(subsystem, nsid) {
+            ns.caw_gate.unlock(id);
+        }
     }
 
     /// Records a new connection not yet bound to a subsystem.
@@ -590,7 +661,15 @@ impl PgCore {
             }
             let mut n = 0;
             for ns in sg.ns.iter_mut().flatten() {
+                let (gate, writes, caw) = (&mut ns.caw_gate, &mut ns.writes_inflight, &ns.caw);
+                let target = &self.target;
                 n += ns.channel.poll_at(now, &mut |mut io| {
+                    if write_range(&io.op).is_some() {
+                        *writes = writes.saturating_sub(1);
+                        if !gate.is_idle() {
+                            gate.completed(LbaRange::new(0, u64::MAX), |id| caw.ack(target, id));
+                        }
+                    }
                     let t = (io.tag >> 48) as usize;
                     io.tag &= TAG_MASK;
                     match completions.get_mut(t) {
@@ -633,6 +712,9 @@ impl PgCore {
             io_outstanding: 0,
             view: ns.reservation.view(),
             resv: Arc::clone(&ns.reservation),
+            caw_gate: RangeGate::new(),
+            writes_inflight: 0,
+            caw: Arc::clone(&ns.caw),
         })
     }
 
@@ -1006,6 +1088,16 @@ impl PollGroup {
                 }
             }
         }
+    }
+}
+
+/// The blocks a write-class operation changes (what compare-and-write locks hold off).
+fn write_range(op: &BdevOp) -> Option<LbaRange> {
+    match op {
+        BdevOp::Write { .. } | BdevOp::WriteZeroes { .. } | BdevOp::Unmap { .. } => {
+            op.range().map(|(lba, blocks)| LbaRange::new(lba, blocks))
+        }
+        _ => None,
     }
 }
 

@@ -183,6 +183,10 @@ pub struct Namespace {
     /// The volume's reservation state (NVMe reservations and SCSI persistent reservations
     /// share it), loaded from `ptpl_file`.
     pub reservation: Arc<super::VolumeReservation>,
+    /// The SCSI logical unit's mode parameters (MODE SELECT), shared by every nexus.
+    pub modes: super::SharedModes,
+    /// The volume's compare-and-write range lock.
+    pub caw: Arc<super::CawLock>,
 }
 
 impl Namespace {
