@@ -100,6 +100,27 @@ fn walk<'b>(bufs: &'b [IoBuf], offset: u32, len: u32, mut f: impl FnMut(&'b IoBu
     }
 }
 
+/// Zeroes `[from, to)` of the request's data buffers (seen as one byte range).
+pub(crate) fn zero_fill(r: &mut Req, from: u32, to: u32) {
+    let Some(io) = r.ex.io.as_mut() else {
+        return;
+    };
+    let (mut off, mut left) = (from as usize, to.saturating_sub(from) as usize);
+    for b in io.bufs.iter_mut() {
+        if left == 0 {
+            break;
+        }
+        if off >= b.len() {
+            off -= b.len();
+            continue;
+        }
+        let n = (b.len() - off).min(left);
+        b.as_mut_slice()[off..off + n].fill(0);
+        off = 0;
+        left -= n;
+    }
+}
+
 impl DataBuffers for SlotBufs<'_> {
     fn write(&mut self, slot: SlotId, offset: u32, data: &[u8]) {
         let Some(io) = self.0.get_mut(slot.index()).and_then(|r| r.ex.io.as_mut()) else {
