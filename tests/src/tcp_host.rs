@@ -21,7 +21,7 @@ use transport_tcp::host::{Completion, Host, HostConfig, HostError, HostState};
 use transport_tcp::pdu::Digests;
 
 use crate::TestTarget;
-use crate::nvme_host::{HOSTNQN, Workload, pattern};
+use crate::nvme_host::{DhchapOpts, HOSTNQN, Workload, authenticate_if_asked_on, pattern};
 
 /// How long a test waits for the target.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
@@ -176,6 +176,23 @@ impl TcpQueue {
         }
     }
 
+    /// Pumps for `d`; panics if any of `cids` completes meanwhile (a command that must wait).
+    /// Completions that arrive are kept for [`TcpQueue::wait`].
+    pub fn assert_none_complete_for(&mut self, cids: &[u16], d: Duration) {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            self.pump(until + TIMEOUT).expect("host pump");
+            while let Some(c) = self.host.poll_completion() {
+                assert!(
+                    !cids.contains(&c.cqe.cid),
+                    "CID {:#x} completed while it should wait",
+                    c.cqe.cid
+                );
+                self.done.insert(c.cqe.cid, c);
+            }
+        }
+    }
+
     /// Waits for any completion.
     pub fn wait_any(&mut self) -> Result<Completion, String> {
         let deadline = Instant::now() + TIMEOUT;
@@ -283,6 +300,10 @@ pub struct TcpConnectOpts {
     pub io_depth: u16,
     /// Keep-alive timeout (ms).
     pub kato_ms: u32,
+    /// Host Identifier (default: one derived from the host NQN).
+    pub hostid: Option<[u8; 16]>,
+    /// DH-HMAC-CHAP keys, used when a Connect response asks for authentication.
+    pub dhchap: Option<DhchapOpts>,
 }
 
 impl TcpConnectOpts {
@@ -295,6 +316,8 @@ impl TcpConnectOpts {
             io_queues: 2,
             io_depth: 32,
             kato_ms: 0,
+            hostid: None,
+            dhchap: None,
         }
     }
 }
@@ -319,14 +342,16 @@ fn hostid(hostnqn: &str) -> [u8; 16] {
     h
 }
 
-/// Fabrics Connect on a queue (data in-capsule, as Linux sends it).
+/// Fabrics Connect on a queue (data in-capsule, as Linux sends it), then DH-HMAC-CHAP if the
+/// response asks for it.
 pub fn tcp_connect_cmd(
     q: &mut TcpQueue,
     o: &TcpConnectOpts,
     cntlid: u16,
     kato_ms: u32,
 ) -> Result<Completion, String> {
-    let data = build::connect_data(hostid(&o.hostnqn), cntlid, &o.subnqn, &o.hostnqn);
+    let id = o.hostid.unwrap_or_else(|| hostid(&o.hostnqn));
+    let data = build::connect_data(id, cntlid, &o.subnqn, &o.hostnqn);
     let sqe = build::connect_sqe(
         0,
         q.qid(),
@@ -334,7 +359,13 @@ pub fn tcp_connect_cmd(
         kato_ms,
         target_core::nvme::SglDescriptor::null_keyed(),
     );
-    q.cmd(sqe, Some(data.to_vec()), 0)
+    let c = q.cmd(sqe, Some(data.to_vec()), 0)?;
+    if c.cqe.status == Status::SUCCESS {
+        let qid = q.qid();
+        authenticate_if_asked_on(q, qid, &o.subnqn, &o.hostnqn, o.dhchap.as_ref(), c.cqe.dw0)
+            .map_err(|e| format!("authentication on queue {qid}: {e:?}"))?;
+    }
+    Ok(c)
 }
 
 impl TcpCtrl {

@@ -10,7 +10,7 @@ use target_core::nvme::identify::ctrl_off;
 use target_core::nvme::spec::{CNTLID_DYNAMIC, admin_opc, io_opc, prop};
 use target_core::nvme::{Cqe, Sqe};
 
-use super::auth::{DhchapOpts, authenticate};
+use super::auth::{DhchapOpts, authenticate_if_asked_on};
 use super::queue::{CmOverride, Completion, Data, HostError, HostQueue, QueueOpts};
 
 /// Everything a controller connect needs.
@@ -121,13 +121,15 @@ pub fn authenticate_if_asked(
     opts: &ConnectOpts,
     dw0: u32,
 ) -> Result<(), HostError> {
-    if dw0 & target_core::nvme::auth::CONNECT_AUTHREQ_ATR == 0 {
-        return Ok(());
-    }
-    let Some(o) = &opts.dhchap else {
-        return Err(HostError::NoKey);
-    };
-    authenticate(q, &opts.subnqn, &opts.hostnqn, o, q.qid() + 1).map(|_| ())
+    let qid = q.qid();
+    authenticate_if_asked_on(
+        q,
+        qid,
+        &opts.subnqn,
+        &opts.hostnqn,
+        opts.dhchap.as_ref(),
+        dw0,
+    )
 }
 
 impl HostCtrl {
