@@ -244,6 +244,22 @@ fn reservations_over_tcp() {
         (1, vec![(0xAA, true, [0xA1; 16]), (0xBB, false, [0xB2; 16])])
     );
 
+    // A Reservation Report is shorter than the 4 KiB asked for: the rest comes as zeros, not
+    // as what the pool buffer held before (a read of A's 0x5A block just used one).
+    let d = b.io[0]
+        .exec(rtgt_tests::nvme_host::read_sqe(1, 0, 8), None, 4096)
+        .unwrap()
+        .data;
+    assert_eq!(&d[..512], &[0x5A; 512][..]);
+    let mut s = resv_sqe(opc::REPORT, 4096 / 4 - 1);
+    s.set_cdw(11, 1);
+    let d = b.io[0].exec(s, None, 4096).unwrap().data;
+    assert_eq!(d.len(), 4096);
+    assert!(
+        d[64 + 2 * 64..].iter().all(|&x| x == 0),
+        "stale bytes past the report"
+    );
+
     // B preempts A: A's parked AER reports the notification log page, which names namespace 1.
     let aer = park_aer(&mut a.admin, 0);
     assert_eq!(acquire(&mut b.io[0], 1, EA, 0xBB, 0xAA), OK);
