@@ -4,7 +4,7 @@
 //! the ANA change notice and moves the change count, I/O through an inaccessible path gets
 //! Asymmetric Access Inaccessible (302h, no DNR) while the optimized path serves it.
 
-use rtgt_tests::nvme_cmds::ana::{INACCESSIBLE, OPTIMIZED, ana_log};
+use rtgt_tests::nvme_cmds::ana::{INACCESSIBLE, OPTIMIZED, ana_log, two_path_subsystem};
 use rtgt_tests::nvme_host::*;
 use rtgt_tests::{HOST_IP, TARGET_IP};
 use serde_json::json;
@@ -30,24 +30,8 @@ fn addr(port: u16) -> ListenAddr {
 /// listeners 4420 (optimized) and 4421 (inaccessible).
 fn two_paths() -> Paths {
     let e = NvmfEnv::new(2, json!({}));
-    let t = &e.t;
-    let mut p = SubsystemParams::new(NQN);
-    p.allow_any_host = true;
-    p.ana_reporting = true;
-    p.max_namespaces = 4;
-    t.rt.block_on(t.target.create_subsystem(p)).unwrap();
-    for name in ["n1", "n2"] {
-        t.malloc(name, 1024, 512);
-        t.add_ns(NQN, name);
-    }
     let (a, b) = (addr(4420), addr(4421));
-    t.rt.block_on(t.target.add_listener(NQN, a.clone()))
-        .unwrap();
-    t.rt.block_on(
-        t.target
-            .add_listener_ana(NQN, b.clone(), Some(AnaState::Inaccessible)),
-    )
-    .unwrap();
+    two_path_subsystem(&e.t, NQN, &a, &b);
     Paths { e, a, b }
 }
 

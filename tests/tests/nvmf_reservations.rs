@@ -5,13 +5,15 @@
 //! the same bdev, and an SRP initiator's blocks the NVMe host's.
 
 use rtgt_tests::TestTarget;
-use rtgt_tests::nvme_cmds::resv::{EA, WE, acquire, keys, notification, register, release, report};
+use rtgt_tests::nvme_cmds::resv::{
+    EA, WE, acquire, notification, preempt_and_abort_waits, register, release, report,
+};
 use rtgt_tests::nvme_cmds::{features, read_status, write_status};
-use rtgt_tests::nvme_host::{ConnectOpts, Data, HostCtrl, HostQueue, NvmfEnv, write_sqe};
+use rtgt_tests::nvme_host::{ConnectOpts, HostCtrl, HostQueue, NvmfEnv};
 use rtgt_tests::srp_initiator::{SrpFixture, pr};
 use serde_json::json;
-use target_core::nvme::resv::{ONCS_RESERVATIONS, RESERVATION_CONFLICT, opc};
-use target_core::nvme::{Sqe, Status};
+use target_core::nvme::Status;
+use target_core::nvme::resv::{ONCS_RESERVATIONS, RESERVATION_CONFLICT};
 
 const NQN: &str = "nqn.2016-06.io.spdk:resv";
 const HOST_A: &str = "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-0000-0000-0000-00000000000a";
@@ -296,21 +298,9 @@ fn registrations_persist_in_the_ptpl_file() {
 /// has, and A's next write conflicts.
 #[test]
 fn preempt_and_abort_waits_for_the_preempted_hosts_commands() {
-    use std::time::Duration;
     let e = NvmfEnv::new(2, json!({}));
     e.t.subsystem(NQN, true);
-    let inner: std::sync::Arc<dyn target_core::bdev::Bdev> =
-        target_core::bdev::MallocBdev::create(target_core::bdev::MallocParams {
-            name: "g_inner".into(),
-            num_blocks: 2048,
-            block_size: 512,
-            physical_block_size: 0,
-            uuid: None,
-            optimal_io_boundary: 0,
-        })
-        .unwrap();
-    let (bdev, gate) = rtgt_tests::gate::GateBdev::new("g", inner);
-    e.t.target.bdevs().register(bdev).unwrap();
+    let gate = e.t.gated("g", 2048, 512);
     e.t.add_ns(NQN, "g");
     e.t.listen(NQN, "RDMA", 4420);
     let mut a = host(&e.t.fabric, e.to, NQN, HOST_A, 0xA1);
@@ -319,42 +309,5 @@ fn preempt_and_abort_waits_for_the_preempted_hosts_commands() {
     assert_eq!(register(&mut b.io[0], 0, 0, 0xBB), OK);
     assert_eq!(acquire(&mut a.io[0], 0, WE, 0xAA, 0), OK);
 
-    gate.close();
-    let held = a.io[0]
-        .submit(
-            write_sqe(1, 0, 1),
-            Data::KeyedWrite {
-                bytes: &[0x11; 512],
-                invalidate: false,
-            },
-        )
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while gate.held() == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the write never reached the bdev"
-        );
-        a.io[0].poll().unwrap();
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let mut s = Sqe::new(opc::ACQUIRE, 0);
-    s.set_nsid(1).set_cdw(10, 2 | WE << 8);
-    let preempt = b.io[0]
-        .submit(s, Data::InCapsule(&keys(0xBB, 0xAA)))
-        .unwrap();
-    b.io[0].assert_none_complete_for(&[preempt], Duration::from_millis(300));
-    gate.open();
-    assert_eq!(
-        b.io[0].wait(preempt).unwrap().cqe.status,
-        OK,
-        "preempt and abort"
-    );
-    assert_eq!(
-        a.io[0].wait(held).unwrap().cqe.status,
-        OK,
-        "the write admitted before the preempt"
-    );
-    assert_eq!(write(&mut a.io[0]), RESERVATION_CONFLICT, "A's next write");
-    assert_eq!(write(&mut b.io[0]), OK);
+    preempt_and_abort_waits(&mut a.io[0], &mut b.io[0], &gate, 0xAA, 0xBB);
 }

@@ -11,9 +11,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use rtgt_tests::dhchap_env::{AuthEnv, SUB, log_text, secret};
-use rtgt_tests::nvme_cmds::ana::{INACCESSIBLE, OPTIMIZED, PERSISTENT_LOSS, ana_log};
+use rtgt_tests::nvme_cmds::ana::{
+    INACCESSIBLE, OPTIMIZED, PERSISTENT_LOSS, ana_log, two_path_subsystem,
+};
 use rtgt_tests::nvme_cmds::resv::{
-    EA, WE, acquire, keys, notification, register, release, report, resv_sqe,
+    EA, WE, acquire, notification, preempt_and_abort_waits, register, release, report, resv_sqe,
 };
 use rtgt_tests::nvme_cmds::{NvmeQueue, get_log, park_aer, read_status, write_status};
 use rtgt_tests::nvme_host::{DhchapOpts, HOSTNQN, Workload};
@@ -25,7 +27,7 @@ use target_core::nvme::ana::{
     ANA_CHANGE_DW0, ANA_INACCESSIBLE, ANA_PERSISTENT_LOSS, OAES_ANA_CHANGE,
 };
 use target_core::nvme::resv::{RESERVATION_CONFLICT, opc};
-use target_core::target::{AdrFam, ListenAddr, SubsystemParams};
+use target_core::target::{AdrFam, ListenAddr};
 
 const OK: Status = Status::SUCCESS;
 
@@ -59,24 +61,9 @@ const ANA_NQN: &str = "nqn.2016-06.io.rtgt:tcp-ana";
 fn ana_over_tcp() {
     let e = TcpEnv::new(2, json!({}));
     let t = &e.t;
-    let mut p = SubsystemParams::new(ANA_NQN);
-    p.allow_any_host = true;
-    p.ana_reporting = true;
-    p.max_namespaces = 4;
-    t.rt.block_on(t.target.create_subsystem(p)).unwrap();
-    for name in ["n1", "n2"] {
-        t.malloc(name, 1024, 512);
-        t.add_ns(ANA_NQN, name);
-    }
     let (pa, pb) = (e.to.port(), free_port());
     let (la, lb) = (tcp_addr(pa), tcp_addr(pb));
-    t.rt.block_on(t.target.add_listener(ANA_NQN, la.clone()))
-        .unwrap();
-    t.rt.block_on(
-        t.target
-            .add_listener_ana(ANA_NQN, lb.clone(), Some(AnaState::Inaccessible)),
-    )
-    .unwrap();
+    two_path_subsystem(t, ANA_NQN, &la, &lb);
     let set = |l: &ListenAddr, s: AnaState, g: Option<u32>| {
         t.rt.block_on(t.target.set_listener_ana_state(ANA_NQN, l, s, g))
             .unwrap()
@@ -291,47 +278,7 @@ fn reservations_over_tcp() {
     assert_eq!(release(&mut b.io[0], 0, EA, 0xBB), OK);
     assert_eq!(register(&mut a.io[0], 0, 0, 0xA2), OK);
     assert_eq!(acquire(&mut a.io[0], 0, WE, 0xA2, 0), OK);
-    gate.close();
-    let held = a.io[0]
-        .submit_cmd(
-            rtgt_tests::nvme_host::write_sqe(1, 8, 1),
-            Some(&[0x11; 512]),
-            0,
-        )
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while gate.held() == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the write never reached the bdev"
-        );
-        a.io[0].pump(deadline).unwrap();
-    }
-    let preempt = b.io[0]
-        .submit_cmd(
-            resv_sqe(opc::ACQUIRE, 2 | WE << 8),
-            Some(&keys(0xBB, 0xA2)),
-            0,
-        )
-        .unwrap();
-    b.io[0].assert_none_complete_for(&[preempt], Duration::from_millis(300));
-    gate.open();
-    assert_eq!(
-        b.io[0].wait_cmd(preempt).unwrap().cqe.status,
-        OK,
-        "preempt and abort"
-    );
-    assert_eq!(
-        a.io[0].wait_cmd(held).unwrap().cqe.status,
-        OK,
-        "the write admitted before the preempt"
-    );
-    assert_eq!(
-        write_status(&mut a.io[0], 1),
-        RESERVATION_CONFLICT,
-        "A's next write"
-    );
-    assert_eq!(write_status(&mut b.io[0], 1), OK);
+    preempt_and_abort_waits(&mut a.io[0], &mut b.io[0], &gate, 0xA2, 0xBB);
     drop((a, b));
     e.assert_quiescent(Duration::from_secs(10));
 }

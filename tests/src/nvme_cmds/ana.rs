@@ -42,3 +42,32 @@ pub fn ana_log(admin: &mut impl NvmeQueue, rgo: bool) -> (u64, Vec<AnaGroup>) {
     }
     (chg, groups)
 }
+
+/// Creates subsystem `nqn` with ANA reporting and 4 groups, namespaces 1 and 2 (malloc bdevs
+/// `n1` and `n2` of 1024 blocks: groups 1 and 2), listening on `a` (optimized) and `b`
+/// (inaccessible): two paths to the same namespaces.
+pub fn two_path_subsystem(
+    t: &crate::TestTarget,
+    nqn: &str,
+    a: &target_core::target::ListenAddr,
+    b: &target_core::target::ListenAddr,
+) {
+    let mut p = target_core::target::SubsystemParams::new(nqn);
+    p.allow_any_host = true;
+    p.ana_reporting = true;
+    p.max_namespaces = 4;
+    t.rt.block_on(t.target.create_subsystem(p))
+        .expect("subsystem");
+    for name in ["n1", "n2"] {
+        t.malloc(name, 1024, 512);
+        t.add_ns(nqn, name);
+    }
+    t.rt.block_on(t.target.add_listener(nqn, a.clone()))
+        .expect("listener A");
+    t.rt.block_on(t.target.add_listener_ana(
+        nqn,
+        b.clone(),
+        Some(target_core::ana::AnaState::Inaccessible),
+    ))
+    .expect("listener B");
+}

@@ -24,6 +24,12 @@ pub trait NvmeQueue {
     /// Waits for the completion of `cid`.
     fn wait_cmd(&mut self, cid: u16) -> Result<Completion, HostError>;
 
+    /// Moves what is pending on the wire once (sends, receives), without waiting long.
+    fn poll_once(&mut self) -> Result<(), HostError>;
+
+    /// Polls for `d`; panics if any of `cids` completes meanwhile (a command that must wait).
+    fn assert_none_complete_for(&mut self, cids: &[u16], d: std::time::Duration);
+
     /// Submits and waits.
     fn exec(&mut self, sqe: Sqe, write: Option<&[u8]>, read: u32) -> Result<Completion, HostError> {
         let cid = self.submit_cmd(sqe, write, read)?;
@@ -55,6 +61,14 @@ impl NvmeQueue for HostQueue {
     fn wait_cmd(&mut self, cid: u16) -> Result<Completion, HostError> {
         self.wait(cid)
     }
+
+    fn poll_once(&mut self) -> Result<(), HostError> {
+        self.poll().map(|_| ())
+    }
+
+    fn assert_none_complete_for(&mut self, cids: &[u16], d: std::time::Duration) {
+        HostQueue::assert_none_complete_for(self, cids, d)
+    }
 }
 
 impl NvmeQueue for TcpQueue {
@@ -76,6 +90,15 @@ impl NvmeQueue for TcpQueue {
             data: c.data,
             invalidated: None,
         })
+    }
+
+    fn poll_once(&mut self) -> Result<(), HostError> {
+        self.pump(std::time::Instant::now() + crate::tcp_host::TIMEOUT)
+            .map_err(HostError::Protocol)
+    }
+
+    fn assert_none_complete_for(&mut self, cids: &[u16], d: std::time::Duration) {
+        TcpQueue::assert_none_complete_for(self, cids, d)
     }
 }
 

@@ -88,3 +88,53 @@ pub fn notification(admin: &mut impl NvmeQueue) -> (u64, u8, u32) {
         u32::from_le_bytes(d[12..16].try_into().expect("4 bytes")),
     )
 }
+
+/// Preempt and Abort waits for the preempted host's commands: `a` (holding a reservation with
+/// key `a_key`) has a write held in the bdev behind `gate`; `b`'s Preempt and Abort (key
+/// `b_key`, taking Write Exclusive) does not complete while the write is held, completes once
+/// the gate opens, the held write succeeds, and `a`'s next write conflicts while `b`'s passes.
+pub fn preempt_and_abort_waits(
+    a: &mut impl NvmeQueue,
+    b: &mut impl NvmeQueue,
+    gate: &crate::gate::Gate,
+    a_key: u64,
+    b_key: u64,
+) {
+    use std::time::{Duration, Instant};
+    gate.close();
+    let held = a
+        .submit_cmd(crate::nvme_host::write_sqe(1, 0, 1), Some(&[0x11; 512]), 0)
+        .expect("submit the write");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while gate.held() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the write never reached the bdev"
+        );
+        a.poll_once().expect("poll");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let preempt = b
+        .submit_cmd(
+            resv_sqe(opc::ACQUIRE, 2 | WE << 8),
+            Some(&keys(b_key, a_key)),
+            0,
+        )
+        .expect("submit Preempt and Abort");
+    b.assert_none_complete_for(&[preempt], Duration::from_millis(300));
+    gate.open();
+    let done = b.wait_cmd(preempt).expect("completion");
+    assert_eq!(done.cqe.status, Status::SUCCESS, "preempt and abort");
+    let done = a.wait_cmd(held).expect("completion");
+    assert_eq!(
+        done.cqe.status,
+        Status::SUCCESS,
+        "the write admitted before the preempt"
+    );
+    assert_eq!(
+        super::write_status(a, 1),
+        target_core::nvme::resv::RESERVATION_CONFLICT,
+        "A's next write"
+    );
+    assert_eq!(super::write_status(b, 1), Status::SUCCESS, "B's write");
+}

@@ -309,27 +309,7 @@ impl HostCtrl {
         len: u32,
         rae: bool,
     ) -> Result<Vec<u8>, HostError> {
-        let numd = len / 4 - 1;
-        let mut s = Sqe::new(admin_opc::GET_LOG_PAGE, 0);
-        s.set_nsid(nsid)
-            .set_cdw(
-                10,
-                u32::from(lid) | (u32::from(rae) << 15) | (numd & 0xFFFF) << 16,
-            )
-            .set_cdw(11, numd >> 16)
-            .set_cdw(12, offset as u32)
-            .set_cdw(13, (offset >> 32) as u32);
-        let c = self
-            .admin
-            .cmd(
-                s,
-                Data::KeyedRead {
-                    len,
-                    invalidate: false,
-                },
-            )?
-            .ok()?;
-        Ok(c.data)
+        crate::nvme_cmds::get_log(&mut self.admin, lid, nsid, offset, len, rae)
     }
 
     /// Keep Alive.
