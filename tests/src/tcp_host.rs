@@ -37,11 +37,25 @@ pub struct TcpQueue {
     done: HashMap<u16, Completion>,
     /// The socket was closed by the target.
     pub eof: bool,
+    /// When set, every piece of bytes this host wrote to the socket, in order (a capture of
+    /// the host's side, e.g. for fuzz seeds).
+    pub capture: Option<Vec<Vec<u8>>>,
 }
 
 impl TcpQueue {
     /// Connects to `to` and completes ICReq/ICResp.
     pub fn connect(to: SocketAddr, cfg: HostConfig, depth: u16) -> Result<TcpQueue, String> {
+        Self::connect_with(to, cfg, depth, false)
+    }
+
+    /// [`TcpQueue::connect`], capturing what the host sends from its ICReq on when
+    /// `capture` is set.
+    pub fn connect_with(
+        to: SocketAddr,
+        cfg: HostConfig,
+        depth: u16,
+        capture: bool,
+    ) -> Result<TcpQueue, String> {
         let sock = TcpStream::connect_timeout(&to, TIMEOUT).map_err(|e| format!("connect: {e}"))?;
         sock.set_nodelay(true).map_err(|e| e.to_string())?;
         let mut q = TcpQueue {
@@ -52,6 +66,7 @@ impl TcpQueue {
             next_cid: 0,
             done: HashMap::new(),
             eof: false,
+            capture: capture.then(Vec::new),
         };
         let deadline = Instant::now() + TIMEOUT;
         while *q.host.state() == HostState::AwaitIcResp {
@@ -78,9 +93,7 @@ impl TcpQueue {
     pub fn pump(&mut self, deadline: Instant) -> Result<(), String> {
         let out = self.host.take_output();
         if !out.is_empty() {
-            self.sock
-                .write_all(&out)
-                .map_err(|e| format!("send: {e}"))?;
+            self.write(&out)?;
         }
         if Instant::now() >= deadline {
             return Err("timeout".into());
@@ -131,7 +144,14 @@ impl TcpQueue {
     pub fn send_raw(&mut self, bytes: &[u8]) -> Result<(), String> {
         self.host.send_raw(bytes);
         let out = self.host.take_output();
-        self.sock.write_all(&out).map_err(|e| format!("send: {e}"))
+        self.write(&out)
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
+        if let Some(c) = self.capture.as_mut() {
+            c.push(bytes.to_vec());
+        }
+        self.sock.write_all(bytes).map_err(|e| format!("send: {e}"))
     }
 
     fn cid(&mut self) -> u16 {
@@ -304,6 +324,8 @@ pub struct TcpConnectOpts {
     pub hostid: Option<[u8; 16]>,
     /// DH-HMAC-CHAP keys, used when a Connect response asks for authentication.
     pub dhchap: Option<DhchapOpts>,
+    /// Capture what the host sends on every queue ([`TcpQueue::capture`]).
+    pub capture: bool,
 }
 
 impl TcpConnectOpts {
@@ -318,6 +340,7 @@ impl TcpConnectOpts {
             kato_ms: 0,
             hostid: None,
             dhchap: None,
+            capture: false,
         }
     }
 }
@@ -378,7 +401,7 @@ impl TcpCtrl {
             qid: 0,
             ..HostConfig::default()
         };
-        let mut admin = TcpQueue::connect(to, cfg, 32)?;
+        let mut admin = TcpQueue::connect_with(to, cfg, 32, o.capture)?;
         let c = tcp_connect_cmd(&mut admin, o, CNTLID_DYNAMIC, o.kato_ms)?;
         if c.cqe.status != Status::SUCCESS {
             return Err(format!("admin Connect: {:?}", c.cqe.status));
@@ -412,7 +435,7 @@ impl TcpCtrl {
                     qid,
                     ..HostConfig::default()
                 };
-                let mut q = TcpQueue::connect(to, cfg, o.io_depth)?;
+                let mut q = TcpQueue::connect_with(to, cfg, o.io_depth, o.capture)?;
                 let c = tcp_connect_cmd(&mut q, o, cntlid, 0)?;
                 if c.cqe.status != Status::SUCCESS {
                     return Err(format!("I/O Connect {qid}: {:?}", c.cqe.status));
