@@ -10,7 +10,9 @@
 //!   reference), built here with the same encoders the test initiators use, for what the
 //!   captures do not cover;
 //! - for `tcp_pdu`, NVMe/TCP byte streams recorded from `transport_tcp::host::Host` talking to
-//!   a `Connection` (no Linux nvme-tcp capture yet).
+//!   a `Connection`, and captures of what the Rust NVMe/TCP test host (`tcp_host`) wrote to a
+//!   socket of rtgt's TCP transport on loopback, one seed per connection (no Linux nvme-tcp
+//!   capture yet).
 //!
 //! Run: `cargo run --manifest-path fuzz/Cargo.toml --example gen_seeds` (from the repository
 //! root). The seeds are committed; run it again after changing an input format.
@@ -929,6 +931,41 @@ fn tcp_header(f: impl FnOnce(&mut [u8]) -> usize) -> Vec<u8> {
     b[..n].to_vec()
 }
 
+/// Captures from a live target: the Rust NVMe/TCP test host connects over loopback to rtgt's
+/// TCP transport (an admin queue and one I/O queue, digests off and on) and runs ICReq,
+/// Connect with in-capsule data, property and Identify commands, a 4 KiB in-capsule write, a
+/// 32 KiB write through R2T/H2CData, a read and a flush. Each connection's host bytes, piece by
+/// piece as written to the socket, become feed records each followed by a drain.
+fn tcp_socket_seeds(o: &Out) {
+    use rtgt_tests::tcp_host::{TcpConnectOpts, TcpEnv};
+    for (name, sel) in [("socket", 0u8), ("socket-digests", 0x03)] {
+        let e = TcpEnv::new(1, serde_json::json!({}));
+        e.subsystem(SUBNQN, true, 2048, 512);
+        let mut opts = TcpConnectOpts::new(SUBNQN);
+        opts.digests = Digests::from_byte(sel);
+        opts.io_queues = 1;
+        opts.capture = true;
+        let mut c = e.connect(&opts).expect("connect over loopback");
+        let q = &mut c.io[0];
+        q.cmd_ok(write_sqe(1, 0, 8), Some(vec![0xA5; 4096]), 0)
+            .expect("in-capsule write");
+        q.cmd_ok(write_sqe(1, 8, 64), Some(vec![0x5A; 32768]), 0)
+            .expect("write through R2T");
+        q.cmd_ok(read_sqe(1, 0, 16), None, 8192).expect("read");
+        let mut flush = Sqe::new(io_opc::FLUSH, 0);
+        flush.set_nsid(1);
+        q.cmd_ok(flush, None, 0).expect("flush");
+        for (queue, pieces) in [("admin", &c.admin.capture), ("io", &c.io[0].capture)] {
+            let mut v = vec![sel, TCP_CFG];
+            for piece in pieces.iter().flatten() {
+                tcp_record(&mut v, 0, piece);
+                v.extend([3, 0xFF, 0xFF]);
+            }
+            o.put("tcp_pdu", &format!("{name}-{queue}"), &v);
+        }
+    }
+}
+
 fn tcp_seeds(o: &Out) {
     let both = Digests {
         header: true,
@@ -1139,6 +1176,7 @@ fn main() {
     rpc_seeds(&o, &read_dir(&root.join("captures/rpc")));
     reservation_seeds(&o);
     tcp_seeds(&o);
+    tcp_socket_seeds(&o);
     println!(
         "seeds written to {} (captured: {} capsules, {} Connects, {} CM records, {} SRP IUs, {} logins)",
         root.display(),

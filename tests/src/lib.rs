@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+pub mod nvme_cmds;
 pub mod nvme_host;
 
 use fabric::{Fabric, Provider, SimNetwork};
@@ -15,6 +16,7 @@ use target_core::target::{AdrFam, ListenAddr, NsParams, SubsystemParams, Target}
 
 pub mod ceph;
 pub mod daemon;
+pub mod dhchap_env;
 pub mod faults;
 pub mod gate;
 pub mod rpc_rig;

@@ -21,7 +21,7 @@ use transport_tcp::host::{Completion, Host, HostConfig, HostError, HostState};
 use transport_tcp::pdu::Digests;
 
 use crate::TestTarget;
-use crate::nvme_host::{HOSTNQN, Workload, pattern};
+use crate::nvme_host::{DhchapOpts, HOSTNQN, Workload, authenticate_if_asked_on, pattern};
 
 /// How long a test waits for the target.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
@@ -37,11 +37,25 @@ pub struct TcpQueue {
     done: HashMap<u16, Completion>,
     /// The socket was closed by the target.
     pub eof: bool,
+    /// When set, every piece of bytes this host wrote to the socket, in order (a capture of
+    /// the host's side, e.g. for fuzz seeds).
+    pub capture: Option<Vec<Vec<u8>>>,
 }
 
 impl TcpQueue {
     /// Connects to `to` and completes ICReq/ICResp.
     pub fn connect(to: SocketAddr, cfg: HostConfig, depth: u16) -> Result<TcpQueue, String> {
+        Self::connect_with(to, cfg, depth, false)
+    }
+
+    /// [`TcpQueue::connect`], capturing what the host sends from its ICReq on when
+    /// `capture` is set.
+    pub fn connect_with(
+        to: SocketAddr,
+        cfg: HostConfig,
+        depth: u16,
+        capture: bool,
+    ) -> Result<TcpQueue, String> {
         let sock = TcpStream::connect_timeout(&to, TIMEOUT).map_err(|e| format!("connect: {e}"))?;
         sock.set_nodelay(true).map_err(|e| e.to_string())?;
         let mut q = TcpQueue {
@@ -52,6 +66,7 @@ impl TcpQueue {
             next_cid: 0,
             done: HashMap::new(),
             eof: false,
+            capture: capture.then(Vec::new),
         };
         let deadline = Instant::now() + TIMEOUT;
         while *q.host.state() == HostState::AwaitIcResp {
@@ -78,9 +93,7 @@ impl TcpQueue {
     pub fn pump(&mut self, deadline: Instant) -> Result<(), String> {
         let out = self.host.take_output();
         if !out.is_empty() {
-            self.sock
-                .write_all(&out)
-                .map_err(|e| format!("send: {e}"))?;
+            self.write(&out)?;
         }
         if Instant::now() >= deadline {
             return Err("timeout".into());
@@ -131,7 +144,14 @@ impl TcpQueue {
     pub fn send_raw(&mut self, bytes: &[u8]) -> Result<(), String> {
         self.host.send_raw(bytes);
         let out = self.host.take_output();
-        self.sock.write_all(&out).map_err(|e| format!("send: {e}"))
+        self.write(&out)
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
+        if let Some(c) = self.capture.as_mut() {
+            c.push(bytes.to_vec());
+        }
+        self.sock.write_all(bytes).map_err(|e| format!("send: {e}"))
     }
 
     fn cid(&mut self) -> u16 {
@@ -173,6 +193,23 @@ impl TcpQueue {
                 return Ok(c);
             }
             self.pump(deadline)?;
+        }
+    }
+
+    /// Pumps for `d`; panics if any of `cids` completes meanwhile (a command that must wait).
+    /// Completions that arrive are kept for [`TcpQueue::wait`].
+    pub fn assert_none_complete_for(&mut self, cids: &[u16], d: Duration) {
+        let until = Instant::now() + d;
+        while Instant::now() < until {
+            self.pump(until + TIMEOUT).expect("host pump");
+            while let Some(c) = self.host.poll_completion() {
+                assert!(
+                    !cids.contains(&c.cqe.cid),
+                    "CID {:#x} completed while it should wait",
+                    c.cqe.cid
+                );
+                self.done.insert(c.cqe.cid, c);
+            }
         }
     }
 
@@ -283,6 +320,12 @@ pub struct TcpConnectOpts {
     pub io_depth: u16,
     /// Keep-alive timeout (ms).
     pub kato_ms: u32,
+    /// Host Identifier (default: one derived from the host NQN).
+    pub hostid: Option<[u8; 16]>,
+    /// DH-HMAC-CHAP keys, used when a Connect response asks for authentication.
+    pub dhchap: Option<DhchapOpts>,
+    /// Capture what the host sends on every queue ([`TcpQueue::capture`]).
+    pub capture: bool,
 }
 
 impl TcpConnectOpts {
@@ -295,6 +338,9 @@ impl TcpConnectOpts {
             io_queues: 2,
             io_depth: 32,
             kato_ms: 0,
+            hostid: None,
+            dhchap: None,
+            capture: false,
         }
     }
 }
@@ -319,14 +365,16 @@ fn hostid(hostnqn: &str) -> [u8; 16] {
     h
 }
 
-/// Fabrics Connect on a queue (data in-capsule, as Linux sends it).
+/// Fabrics Connect on a queue (data in-capsule, as Linux sends it), then DH-HMAC-CHAP if the
+/// response asks for it.
 pub fn tcp_connect_cmd(
     q: &mut TcpQueue,
     o: &TcpConnectOpts,
     cntlid: u16,
     kato_ms: u32,
 ) -> Result<Completion, String> {
-    let data = build::connect_data(hostid(&o.hostnqn), cntlid, &o.subnqn, &o.hostnqn);
+    let id = o.hostid.unwrap_or_else(|| hostid(&o.hostnqn));
+    let data = build::connect_data(id, cntlid, &o.subnqn, &o.hostnqn);
     let sqe = build::connect_sqe(
         0,
         q.qid(),
@@ -334,7 +382,13 @@ pub fn tcp_connect_cmd(
         kato_ms,
         target_core::nvme::SglDescriptor::null_keyed(),
     );
-    q.cmd(sqe, Some(data.to_vec()), 0)
+    let c = q.cmd(sqe, Some(data.to_vec()), 0)?;
+    if c.cqe.status == Status::SUCCESS {
+        let qid = q.qid();
+        authenticate_if_asked_on(q, qid, &o.subnqn, &o.hostnqn, o.dhchap.as_ref(), c.cqe.dw0)
+            .map_err(|e| format!("authentication on queue {qid}: {e:?}"))?;
+    }
+    Ok(c)
 }
 
 impl TcpCtrl {
@@ -347,7 +401,7 @@ impl TcpCtrl {
             qid: 0,
             ..HostConfig::default()
         };
-        let mut admin = TcpQueue::connect(to, cfg, 32)?;
+        let mut admin = TcpQueue::connect_with(to, cfg, 32, o.capture)?;
         let c = tcp_connect_cmd(&mut admin, o, CNTLID_DYNAMIC, o.kato_ms)?;
         if c.cqe.status != Status::SUCCESS {
             return Err(format!("admin Connect: {:?}", c.cqe.status));
@@ -381,7 +435,7 @@ impl TcpCtrl {
                     qid,
                     ..HostConfig::default()
                 };
-                let mut q = TcpQueue::connect(to, cfg, o.io_depth)?;
+                let mut q = TcpQueue::connect_with(to, cfg, o.io_depth, o.capture)?;
                 let c = tcp_connect_cmd(&mut q, o, cntlid, 0)?;
                 if c.cqe.status != Status::SUCCESS {
                     return Err(format!("I/O Connect {qid}: {:?}", c.cqe.status));

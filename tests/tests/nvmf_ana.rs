@@ -4,10 +4,12 @@
 //! the ANA change notice and moves the change count, I/O through an inaccessible path gets
 //! Asymmetric Access Inaccessible (302h, no DNR) while the optimized path serves it.
 
+use rtgt_tests::nvme_cmds::ana::{INACCESSIBLE, OPTIMIZED, ana_log, two_path_subsystem};
 use rtgt_tests::nvme_host::*;
 use rtgt_tests::{HOST_IP, TARGET_IP};
 use serde_json::json;
 use target_core::ana::AnaState;
+use target_core::nvme::ana::{ANA_CHANGE_DW0, OAES_ANA_CHANGE};
 use target_core::nvme::spec::admin_opc;
 use target_core::nvme::{Sqe, Status};
 use target_core::target::{AdrFam, ListenAddr, SubsystemParams};
@@ -28,24 +30,8 @@ fn addr(port: u16) -> ListenAddr {
 /// listeners 4420 (optimized) and 4421 (inaccessible).
 fn two_paths() -> Paths {
     let e = NvmfEnv::new(2, json!({}));
-    let t = &e.t;
-    let mut p = SubsystemParams::new(NQN);
-    p.allow_any_host = true;
-    p.ana_reporting = true;
-    p.max_namespaces = 4;
-    t.rt.block_on(t.target.create_subsystem(p)).unwrap();
-    for name in ["n1", "n2"] {
-        t.malloc(name, 1024, 512);
-        t.add_ns(NQN, name);
-    }
     let (a, b) = (addr(4420), addr(4421));
-    t.rt.block_on(t.target.add_listener(NQN, a.clone()))
-        .unwrap();
-    t.rt.block_on(
-        t.target
-            .add_listener_ana(NQN, b.clone(), Some(AnaState::Inaccessible)),
-    )
-    .unwrap();
+    two_path_subsystem(&e.t, NQN, &a, &b);
     Paths { e, a, b }
 }
 
@@ -73,56 +59,14 @@ impl Paths {
     }
 }
 
-/// The ANA log page: (change count, [(group, nsids, state)]).
-fn ana_log(c: &mut HostCtrl, rgo: bool) -> (u64, Vec<(u32, Vec<u32>, u8)>) {
-    let mut s = Sqe::new(admin_opc::GET_LOG_PAGE, 0);
-    let len = 4096u32;
-    let numd = len / 4 - 1;
-    s.set_cdw(10, 0x0C | u32::from(rgo) << 8 | (numd & 0xFFFF) << 16);
-    let d = c
-        .admin
-        .cmd(
-            s,
-            Data::KeyedRead {
-                len,
-                invalidate: false,
-            },
-        )
-        .unwrap()
-        .ok()
-        .unwrap()
-        .data;
-    let chg = u64::from_le_bytes(d[0..8].try_into().unwrap());
-    let n = u16::from_le_bytes(d[8..10].try_into().unwrap());
-    let mut off = 16;
-    let mut groups = Vec::new();
-    for _ in 0..n {
-        let g = u32::from_le_bytes(d[off..off + 4].try_into().unwrap());
-        let nn = u32::from_le_bytes(d[off + 4..off + 8].try_into().unwrap()) as usize;
-        let state = d[off + 16] & 0xF;
-        let nsids = (0..nn)
-            .map(|i| {
-                let o = off + 32 + 4 * i;
-                u32::from_le_bytes(d[o..o + 4].try_into().unwrap())
-            })
-            .collect();
-        groups.push((g, nsids, state));
-        off += 32 + 4 * nn;
-    }
-    (chg, groups)
-}
-
 fn read_status(c: &mut HostCtrl, nsid: u32) -> Status {
     c.read_status(nsid)
 }
 
 /// Enables the ANA change notice and parks an AER; returns its CID.
 fn park_ana_aer(c: &mut HostCtrl) -> u16 {
-    c.park_aer(1 << 11)
+    c.park_aer(OAES_ANA_CHANGE)
 }
-
-const OPTIMIZED: u8 = 0x01;
-const INACCESSIBLE: u8 = 0x03;
 
 #[test]
 fn identify_reports_ana_and_each_path_its_own_log() {
@@ -165,11 +109,11 @@ fn identify_reports_ana_and_each_path_its_own_log() {
     );
 
     // Each controller reads its own path; groups with namespaces only, ascending.
-    let (_, ga) = ana_log(&mut a, false);
-    let (_, gb) = ana_log(&mut b, false);
+    let (_, ga) = ana_log(&mut a.admin, false);
+    let (_, gb) = ana_log(&mut b.admin, false);
     assert_eq!(ga, [(1, vec![1], OPTIMIZED), (2, vec![2], OPTIMIZED)]);
     assert_eq!(gb, [(1, vec![1], INACCESSIBLE), (2, vec![2], INACCESSIBLE)]);
-    let (_, rgo) = ana_log(&mut b, true);
+    let (_, rgo) = ana_log(&mut b.admin, true);
     assert_eq!(rgo, [(1, vec![], INACCESSIBLE), (2, vec![], INACCESSIBLE)]);
 
     // A namespace-scoped feature of a namespace the path cannot access gets the path's
@@ -206,7 +150,7 @@ fn a_switch_notifies_both_paths_and_moves_io() {
     let p = two_paths();
     let mut a = p.connect(4420);
     let mut b = p.connect(4421);
-    let (c0, _) = ana_log(&mut a, false);
+    let (c0, _) = ana_log(&mut a.admin, false);
     let aer_a = park_ana_aer(&mut a);
     let aer_b = park_ana_aer(&mut b);
 
@@ -214,16 +158,16 @@ fn a_switch_notifies_both_paths_and_moves_io() {
     p.set(&p.a, AnaState::Inaccessible, None);
     let done = a.admin.wait(aer_a).unwrap().ok().unwrap();
     assert_eq!(
-        done.cqe.dw0, 0x000C_0302,
+        done.cqe.dw0, ANA_CHANGE_DW0,
         "ANA change notice on the demoted path"
     );
     assert!(!b.admin.is_done(aer_b), "path B's log did not change yet");
     p.set(&p.b, AnaState::Optimized, None);
     let done = b.admin.wait(aer_b).unwrap().ok().unwrap();
-    assert_eq!(done.cqe.dw0, 0x000C_0302);
+    assert_eq!(done.cqe.dw0, ANA_CHANGE_DW0);
 
-    let (ca, ga) = ana_log(&mut a, false);
-    let (cb, gb) = ana_log(&mut b, false);
+    let (ca, ga) = ana_log(&mut a.admin, false);
+    let (cb, gb) = ana_log(&mut b.admin, false);
     assert!(ca > c0 && cb == ca, "the change count moved: {c0} -> {ca}");
     assert!(ga.iter().all(|g| g.2 == INACCESSIBLE), "{ga:?}");
     assert!(gb.iter().all(|g| g.2 == OPTIMIZED), "{gb:?}");
@@ -246,8 +190,8 @@ fn a_switch_notifies_both_paths_and_moves_io() {
     let aer_a = park_ana_aer(&mut a);
     p.set(&p.b, AnaState::Inaccessible, Some(2));
     p.set(&p.a, AnaState::Optimized, Some(2));
-    assert_eq!(a.admin.wait(aer_a).unwrap().cqe.dw0, 0x000C_0302);
-    let (_, ga) = ana_log(&mut a, false);
+    assert_eq!(a.admin.wait(aer_a).unwrap().cqe.dw0, ANA_CHANGE_DW0);
+    let (_, ga) = ana_log(&mut a.admin, false);
     assert_eq!(ga, [(1, vec![1], INACCESSIBLE), (2, vec![2], OPTIMIZED)]);
     assert_eq!(read_status(&mut a, 2), Status::SUCCESS);
     assert_eq!(
@@ -270,10 +214,10 @@ fn moving_a_namespace_to_another_group_changes_identify_and_the_log() {
     let aer = park_ana_aer(&mut b);
     let t = &p.e.t;
     t.rt.block_on(t.target.set_ns_ana_group(NQN, 2, 3)).unwrap();
-    assert_eq!(b.admin.wait(aer).unwrap().cqe.dw0, 0x000C_0302);
+    assert_eq!(b.admin.wait(aer).unwrap().cqe.dw0, ANA_CHANGE_DW0);
     let ns = b.identify(0, 2).unwrap();
     assert_eq!(u32::from_le_bytes(ns[92..96].try_into().unwrap()), 3);
-    let (_, gb) = ana_log(&mut b, false);
+    let (_, gb) = ana_log(&mut b.admin, false);
     assert_eq!(gb, [(1, vec![1], INACCESSIBLE), (3, vec![2], OPTIMIZED)]);
     assert_eq!(read_status(&mut b, 2), Status::SUCCESS);
     assert_eq!(
@@ -282,7 +226,7 @@ fn moving_a_namespace_to_another_group_changes_identify_and_the_log() {
     );
     // A group beyond ANAGRPMAX is refused and changes nothing.
     assert!(t.rt.block_on(t.target.set_ns_ana_group(NQN, 2, 5)).is_err());
-    assert_eq!(ana_log(&mut b, false).1, gb);
+    assert_eq!(ana_log(&mut b.admin, false).1, gb);
 }
 
 #[test]
@@ -355,7 +299,7 @@ fn a_path_leaving_optimized_drains_its_io_before_it_reports_inaccessible() {
         took >= Duration::from_millis(200),
         "the call returned after {took:?}, before the in-flight writes (400 ms) drained"
     );
-    let (_, g) = ana_log(&mut c, false);
+    let (_, g) = ana_log(&mut c.admin, false);
     assert_eq!(g, [(1, vec![1], INACCESSIBLE)]);
     assert_eq!(
         read_status(&mut c, 1),

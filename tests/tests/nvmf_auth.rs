@@ -5,145 +5,35 @@
 
 use std::net::SocketAddr;
 use std::os::unix::fs::PermissionsExt;
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use parking_lot::Mutex;
 use rpc::RpcState;
 use rpc::methods::load;
+use rtgt_tests::HOST_IP;
+use rtgt_tests::dhchap_env::{AuthEnv as Env, SUB, log_text, secret};
 use rtgt_tests::nvme_host::*;
 use rtgt_tests::rpc_rig::{Rig, assert_code, saved_section};
-use rtgt_tests::{HOST_IP, TARGET_IP};
-use serde_json::{Value, json};
-use target_core::nvme::auth::{DhGroup, DhchapSecret, Digest, FailureReason};
+use serde_json::json;
+use target_core::nvme::auth::{DhGroup, Digest, FailureReason};
 use target_core::nvme::fabrics::build;
 use target_core::nvme::spec::{CNTLID_DYNAMIC, admin_opc, prop};
 use target_core::nvme::{Sqe, Status};
 
-const SUB: &str = "nqn.2016-06.io.rtgt:auth";
 const AUTH_REQUIRED: Status = target_core::nvme::auth::AUTH_REQUIRED;
 
-/// The secrets of the tests: three distinct 32-byte keys (one with the SHA-256 transform).
-fn secret(n: u8) -> String {
-    let bytes: Vec<u8> = (0..32u8)
-        .map(|i| i.wrapping_mul(7).wrapping_add(n * 31))
-        .collect();
-    let t = (n == 2).then_some(Digest::Sha256);
-    DhchapSecret::from_key(t, &bytes)
-        .unwrap()
-        .to_dhhc1()
-        .to_string()
-}
-
-/// Every string that would reveal a secret: the DHHC-1 text, its base64 part, the key in hex.
-fn secret_forms() -> Vec<String> {
-    let mut out = Vec::new();
-    for n in 0..3 {
-        let s = secret(n);
-        let b64 = s.split(':').nth(2).unwrap().to_string();
-        let key = DhchapSecret::parse(&s).unwrap();
-        let hex: String = key.key_bytes().iter().map(|b| format!("{b:02x}")).collect();
-        out.extend([s, b64, hex]);
+/// What the NVMe/RDMA host does in the shared setting.
+trait RdmaAuth {
+    fn opts(&self, key: Option<u8>, ctrl_key: Option<u8>) -> ConnectOpts;
+    fn connect(&self, o: ConnectOpts) -> Result<HostCtrl, HostError>;
+    /// A bare admin queue with its Connect done; returns it and the Connect's DW0.
+    fn admin_queue(&self) -> (HostQueue, u32) {
+        self.admin_queue_kato(0)
     }
-    out
+    /// [`RdmaAuth::admin_queue`] with a keep-alive timeout.
+    fn admin_queue_kato(&self, kato_ms: u32) -> (HostQueue, u32);
 }
 
-/// Everything the target logged in this test binary (a global subscriber at DEBUG level, so
-/// that the reactors' and the authentication threads' lines are captured too).
-fn logs() -> Arc<Mutex<Vec<u8>>> {
-    static LOGS: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
-    LOGS.get_or_init(|| {
-        let buf = Arc::new(Mutex::new(Vec::new()));
-        let w = Arc::clone(&buf);
-        let sub = tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::DEBUG)
-            .with_ansi(false)
-            .with_writer(move || Capture(Arc::clone(&w)))
-            .finish();
-        tracing::subscriber::set_global_default(sub).expect("one global subscriber");
-        buf
-    })
-    .clone()
-}
-
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Capture {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-fn log_text() -> String {
-    String::from_utf8_lossy(&logs().lock()).into_owned()
-}
-
-fn assert_no_secret(what: &str, text: &str) {
-    for s in secret_forms() {
-        assert!(!text.contains(&s), "{what} contains a secret ({s})");
-    }
-}
-
-/// A target with an RDMA listener, subsystem [`SUB`] (only listed hosts) with one namespace,
-/// and keyring keys `key0`, `key1`, `key2` holding [`secret`] 0, 1, 2.
-struct Env {
-    r: Rig,
-    to: SocketAddr,
-    dir: std::path::PathBuf,
-}
-
-impl Env {
-    fn new() -> Self {
-        Self::with(|_| {})
-    }
-
-    /// `startup` runs in the STARTUP state (target settings).
-    fn with(startup: impl FnOnce(&Rig)) -> Self {
-        logs();
-        let r = Rig::new(RpcState::Startup);
-        startup(&r);
-        r.ok("framework_start_init", Value::Null);
-        r.tt.transport("RDMA", json!({"kas": 10, "min_kato": 1000}));
-        r.malloc("m0");
-        r.ok(
-            "nvmf_create_subsystem",
-            json!({"nqn": SUB, "allow_any_host": false}),
-        );
-        r.ok(
-            "nvmf_subsystem_add_ns",
-            json!({"nqn": SUB, "namespace": {"bdev_name": "m0"}}),
-        );
-        r.ok(
-            "nvmf_subsystem_add_listener",
-            json!({"nqn": SUB, "listen_address": {"trtype": "RDMA", "adrfam": "IPv4",
-                   "traddr": TARGET_IP, "trsvcid": "4420"}}),
-        );
-        let dir = std::env::temp_dir().join(format!(
-            "rtgt-auth-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        std::fs::create_dir_all(&dir).unwrap();
-        for n in 0..3u8 {
-            let p = dir.join(format!("key{n}"));
-            std::fs::write(&p, format!("{}\n", secret(n))).unwrap();
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-            r.ok(
-                "keyring_file_add_key",
-                json!({"name": format!("key{n}"), "path": p.to_str().unwrap()}),
-            );
-        }
-        Self {
-            r,
-            to: format!("{TARGET_IP}:4420").parse().unwrap(),
-            dir,
-        }
-    }
-
+impl RdmaAuth for Env {
     fn opts(&self, key: Option<u8>, ctrl_key: Option<u8>) -> ConnectOpts {
         let mut o = ConnectOpts::new(SUB, HOSTNQN);
         o.src = Some(HOST_IP.parse().unwrap());
@@ -155,12 +45,6 @@ impl Env {
         HostCtrl::connect(&self.r.tt.fabric, self.to, o)
     }
 
-    /// A bare admin queue with its Connect done; returns it and the Connect's DW0.
-    fn admin_queue(&self) -> (HostQueue, u32) {
-        self.admin_queue_kato(0)
-    }
-
-    /// [`Env::admin_queue`] with a keep-alive timeout.
     fn admin_queue_kato(&self, kato_ms: u32) -> (HostQueue, u32) {
         let mut q = HostQueue::connect(
             &self.r.tt.fabric,
@@ -188,34 +72,6 @@ impl Env {
         .unwrap();
         (q, c.cqe.dw0)
     }
-
-    fn qpairs(&self) -> Vec<Value> {
-        self.r
-            .ok("nvmf_subsystem_get_qpairs", json!({"nqn": SUB}))
-            .as_array()
-            .unwrap()
-            .clone()
-    }
-
-    /// No secret in the logs so far nor in what the RPC methods show.
-    fn assert_no_secret_anywhere(&self) {
-        assert_no_secret("the log", &log_text());
-        for (m, p) in [
-            ("nvmf_get_subsystems", Value::Null),
-            ("keyring_get_keys", Value::Null),
-            ("nvmf_subsystem_get_qpairs", json!({"nqn": SUB})),
-            ("nvmf_subsystem_get_controllers", json!({"nqn": SUB})),
-        ] {
-            assert_no_secret(m, &self.r.ok(m, p).to_string());
-        }
-        assert_no_secret("save_config", &self.r.save().to_string());
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
 }
 
 fn io_works(c: &mut HostCtrl) {
@@ -239,7 +95,7 @@ fn status(c: Result<Completion, HostError>) -> Status {
 
 #[test]
 fn the_right_key_authenticates_every_queue_uni_and_bidirectionally() {
-    let e = Env::new();
+    let e = Env::new("RDMA");
     e.r.ok(
         "nvmf_subsystem_add_host",
         json!({"nqn": SUB, "host": HOSTNQN, "dhchap_key": "key0"}),
@@ -291,7 +147,7 @@ fn the_right_key_authenticates_every_queue_uni_and_bidirectionally() {
 
 #[test]
 fn a_wrong_key_is_refused_with_the_failure_delivered_then_the_queue_closes() {
-    let e = Env::new();
+    let e = Env::new("RDMA");
     e.r.ok(
         "nvmf_subsystem_add_host",
         json!({"nqn": SUB, "host": HOSTNQN, "dhchap_key": "key0"}),
@@ -336,7 +192,7 @@ fn a_wrong_key_is_refused_with_the_failure_delivered_then_the_queue_closes() {
 
 #[test]
 fn commands_before_authentication_get_authentication_required() {
-    let e = Env::new();
+    let e = Env::new("RDMA");
     e.r.ok(
         "nvmf_subsystem_add_host",
         json!({"nqn": SUB, "host": HOSTNQN, "dhchap_key": "key0"}),
@@ -435,7 +291,7 @@ fn commands_before_authentication_get_authentication_required() {
 
 #[test]
 fn a_host_that_does_not_authenticate_in_time_is_disconnected() {
-    let e = Env::new();
+    let e = Env::new("RDMA");
     e.r.ok(
         "nvmf_subsystem_add_host",
         json!({"nqn": SUB, "host": HOSTNQN, "dhchap_key": "key0"}),
@@ -464,7 +320,7 @@ fn a_host_that_does_not_authenticate_in_time_is_disconnected() {
 
 #[test]
 fn set_keys_rotates_for_reauthentication_and_new_connections() {
-    let e = Env::new();
+    let e = Env::new("RDMA");
     e.r.ok(
         "nvmf_subsystem_add_host",
         json!({"nqn": SUB, "host": HOSTNQN, "dhchap_key": "key0"}),
@@ -502,7 +358,7 @@ fn set_keys_rotates_for_reauthentication_and_new_connections() {
 
 #[test]
 fn nvmf_set_config_restricts_the_digests_and_groups_offered() {
-    let e = Env::with(|r| {
+    let e = Env::with("RDMA", |r| {
         r.ok(
             "nvmf_set_config",
             json!({"dhchap_digests": ["sha384"], "dhchap_dhgroups": ["null", "ffdhe3072"]}),
@@ -546,7 +402,7 @@ fn nvmf_set_config_restricts_the_digests_and_groups_offered() {
 
 #[test]
 fn host_key_parameters_are_checked_and_saved_after_the_keyring() {
-    let e = Env::new();
+    let e = Env::new("RDMA");
     let r = &e.r;
     assert_code(
         &r.err(

@@ -5,18 +5,19 @@
 //! the same bdev, and an SRP initiator's blocks the NVMe host's.
 
 use rtgt_tests::TestTarget;
-use rtgt_tests::nvme_host::{ConnectOpts, Data, HostCtrl, HostQueue, NvmfEnv, read_sqe, write_sqe};
+use rtgt_tests::nvme_cmds::resv::{
+    EA, WE, acquire, notification, preempt_and_abort_waits, register, release, report,
+};
+use rtgt_tests::nvme_cmds::{features, read_status, write_status};
+use rtgt_tests::nvme_host::{ConnectOpts, HostCtrl, HostQueue, NvmfEnv};
 use rtgt_tests::srp_initiator::{SrpFixture, pr};
 use serde_json::json;
-use target_core::nvme::resv::{ONCS_RESERVATIONS, RESERVATION_CONFLICT, opc};
-use target_core::nvme::{Sqe, Status};
+use target_core::nvme::Status;
+use target_core::nvme::resv::{ONCS_RESERVATIONS, RESERVATION_CONFLICT};
 
 const NQN: &str = "nqn.2016-06.io.spdk:resv";
 const HOST_A: &str = "nqn.2014-08.org.nvmexpress:uuid:aaaaaaaa-0000-0000-0000-00000000000a";
 const HOST_B: &str = "nqn.2014-08.org.nvmexpress:uuid:bbbbbbbb-0000-0000-0000-00000000000b";
-const WE: u32 = 1;
-const EA: u32 = 2;
-
 fn host(
     fabric: &fabric::Fabric,
     to: std::net::SocketAddr,
@@ -31,95 +32,12 @@ fn host(
     HostCtrl::connect(fabric, to, o).expect("connect")
 }
 
-fn keys(a: u64, b: u64) -> [u8; 16] {
-    let mut d = [0u8; 16];
-    d[..8].copy_from_slice(&a.to_le_bytes());
-    d[8..].copy_from_slice(&b.to_le_bytes());
-    d
-}
-
-fn resv_cmd(q: &mut HostQueue, opcode: u8, cdw10: u32, data: &[u8]) -> Status {
-    let mut s = Sqe::new(opcode, 0);
-    s.set_nsid(1).set_cdw(10, cdw10);
-    q.cmd(s, Data::InCapsule(data)).unwrap().cqe.status
-}
-
-/// Reservation Register: RREGA 0 register, 1 unregister, 2 replace.
-fn register(q: &mut HostQueue, rrega: u32, crkey: u64, nrkey: u64) -> Status {
-    resv_cmd(q, opc::REGISTER, rrega, &keys(crkey, nrkey))
-}
-
-/// Reservation Acquire: RACQA 0 acquire, 1 preempt, 2 preempt and abort.
-fn acquire(q: &mut HostQueue, racqa: u32, rtype: u32, crkey: u64, prkey: u64) -> Status {
-    resv_cmd(q, opc::ACQUIRE, racqa | rtype << 8, &keys(crkey, prkey))
-}
-
-/// Reservation Release: RRELA 0 release, 1 clear.
-fn release(q: &mut HostQueue, rrela: u32, rtype: u32, crkey: u64) -> Status {
-    resv_cmd(q, opc::RELEASE, rrela | rtype << 8, &keys(crkey, 0)[..8])
-}
-
-/// Reservation Report (extended): generation, type, and (key, holder, host id) per
-/// registrant.
-/// A decoded Reservation Status Extended structure: generation, type, registrants.
-type Report = (u32, u8, Vec<(u64, bool, [u8; 16])>);
-
-fn report(q: &mut HostQueue) -> Report {
-    let mut s = Sqe::new(opc::REPORT, 0);
-    s.set_nsid(1).set_cdw(10, 4096 / 4 - 1).set_cdw(11, 1);
-    let c = q
-        .cmd(
-            s,
-            Data::KeyedRead {
-                len: 4096,
-                invalidate: false,
-            },
-        )
-        .unwrap()
-        .ok()
-        .expect("report");
-    let d = c.data;
-    let generation = u32::from_le_bytes(d[..4].try_into().unwrap());
-    let regctl = u16::from_le_bytes([d[5], d[6]]) as usize;
-    let regs = (0..regctl)
-        .map(|i| {
-            let e = &d[64 + i * 64..128 + i * 64];
-            let mut id = [0u8; 16];
-            id.copy_from_slice(&e[16..32]);
-            (
-                u64::from_le_bytes(e[8..16].try_into().unwrap()),
-                e[2] & 1 != 0,
-                id,
-            )
-        })
-        .collect();
-    (generation, d[4], regs)
-}
-
 fn write(q: &mut HostQueue) -> Status {
-    q.cmd(
-        write_sqe(1, 0, 1),
-        Data::KeyedWrite {
-            bytes: &[0x5A; 512],
-            invalidate: false,
-        },
-    )
-    .unwrap()
-    .cqe
-    .status
+    write_status(q, 1)
 }
 
 fn read(q: &mut HostQueue) -> Status {
-    q.cmd(
-        read_sqe(1, 0, 1),
-        Data::KeyedRead {
-            len: 512,
-            invalidate: false,
-        },
-    )
-    .unwrap()
-    .cqe
-    .status
+    read_status(q, 1)
 }
 
 const OK: Status = Status::SUCCESS;
@@ -267,30 +185,6 @@ fn one_reservation_state_for_nvme_and_srp_on_one_bdev() {
     assert_eq!(read(q), OK);
 }
 
-fn features(c: &mut HostCtrl, set: bool, fid: u8, nsid: u32, cdw11: u32) -> (Status, u32) {
-    let op = if set {
-        target_core::nvme::spec::admin_opc::SET_FEATURES
-    } else {
-        target_core::nvme::spec::admin_opc::GET_FEATURES
-    };
-    let mut s = Sqe::new(op, 0);
-    s.set_nsid(nsid)
-        .set_cdw(10, u32::from(fid))
-        .set_cdw(11, cdw11);
-    let cqe = c.admin_cmd(s, Data::None).unwrap().cqe;
-    (cqe.status, cqe.dw0)
-}
-
-/// The next Reservation Notification log page (RAE 0): (log page count, type, NSID).
-fn notification(c: &mut HostCtrl) -> (u64, u8, u32) {
-    let d = c.get_log(0x80, 0xFFFF_FFFF, 0, 64, false).unwrap();
-    (
-        u64::from_le_bytes(d[..8].try_into().unwrap()),
-        d[8],
-        u32::from_le_bytes(d[12..16].try_into().unwrap()),
-    )
-}
-
 #[test]
 fn a_preempted_host_is_notified_unless_it_masked_the_notice() {
     let e = NvmfEnv::new(1, json!({}));
@@ -298,7 +192,7 @@ fn a_preempted_host_is_notified_unless_it_masked_the_notice() {
     // The log page is listed as supported, and empty to begin with.
     let sup = a.get_log(0x00, 0, 0, 1024, false).unwrap();
     assert_eq!(sup[0x80 * 4], 1, "LID 80h supported");
-    assert_eq!(notification(&mut a), (0, 0, 0), "empty page");
+    assert_eq!(notification(&mut a.admin), (0, 0, 0), "empty page");
 
     // An AER parked by A (no Async Event Configuration bit needed) completes with
     // Reservation Log Page Available when B preempts it.
@@ -313,30 +207,37 @@ fn a_preempted_host_is_notified_unless_it_masked_the_notice() {
         target_core::nvme::resv_log::AEN_DW0,
         "AEN type 6h, log page 80h"
     );
-    let (count, kind, nsid) = notification(&mut a);
+    let (count, kind, nsid) = notification(&mut a.admin);
     assert_eq!(
         (kind, nsid),
         (1, 1),
         "Registration Preempted on namespace 1"
     );
     assert_ne!(count, 0);
-    assert_eq!(notification(&mut a).1, 0, "read once");
-    assert_eq!(notification(&mut b).1, 0, "the requester is not notified");
+    assert_eq!(notification(&mut a.admin).1, 0, "read once");
+    assert_eq!(
+        notification(&mut b.admin).1,
+        0,
+        "the requester is not notified"
+    );
 
     // Masked (feature 82h, REGPRE): no page.
-    assert_eq!(features(&mut a, true, 0x82, 1, 1 << 1), (OK, 0));
-    assert_eq!(features(&mut a, false, 0x82, 1, 0), (OK, 1 << 1));
+    assert_eq!(features(&mut a.admin, true, 0x82, 1, 1 << 1), (OK, 0));
+    assert_eq!(features(&mut a.admin, false, 0x82, 1, 0), (OK, 1 << 1));
     assert_eq!(
-        features(&mut a, true, 0x82, 1, 1 << 0).0,
+        features(&mut a.admin, true, 0x82, 1, 1 << 0).0,
         Status::INVALID_FIELD
     );
     assert_eq!(register(&mut a.io[0], 0, 0, 0xA2), OK);
     assert_eq!(acquire(&mut b.io[0], 1, WE, 0xBB, 0xA2), OK);
-    assert_eq!(notification(&mut a).1, 0, "masked");
+    assert_eq!(notification(&mut a.admin).1, 0, "masked");
 
     // Reservation Persistence (83h): off, and cannot be turned on without a ptpl_file.
-    assert_eq!(features(&mut a, false, 0x83, 1, 0), (OK, 0));
-    assert_eq!(features(&mut a, true, 0x83, 1, 1).0, Status::INVALID_FIELD);
+    assert_eq!(features(&mut a.admin, false, 0x83, 1, 0), (OK, 0));
+    assert_eq!(
+        features(&mut a.admin, true, 0x83, 1, 1).0,
+        Status::INVALID_FIELD
+    );
 }
 
 #[test]
@@ -368,7 +269,7 @@ fn registrations_persist_in_the_ptpl_file() {
     // CPTPL 11b: persist through power loss.
     assert_eq!(register(&mut a.io[0], 3 << 30, 0, 0xAA), OK);
     assert_eq!(acquire(&mut a.io[0], 0, EA, 0xAA, 0), OK);
-    assert_eq!(features(&mut a, false, 0x83, 1, 0), (OK, 1));
+    assert_eq!(features(&mut a.admin, false, 0x83, 1, 0), (OK, 1));
     let saved = std::fs::read_to_string(&file).unwrap();
     assert!(saved.contains("\"ptpl\":true"), "{saved}");
     assert!(saved.contains("\"rtype\":2"), "{saved}");
@@ -387,7 +288,7 @@ fn registrations_persist_in_the_ptpl_file() {
     assert_eq!(read(&mut b.io[0]), RESERVATION_CONFLICT);
 
     // Persistence off (Set Features 83h): the file is emptied.
-    assert_eq!(features(&mut a, true, 0x83, 1, 0), (OK, 0));
+    assert_eq!(features(&mut a.admin, true, 0x83, 1, 0), (OK, 0));
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "");
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -397,21 +298,9 @@ fn registrations_persist_in_the_ptpl_file() {
 /// has, and A's next write conflicts.
 #[test]
 fn preempt_and_abort_waits_for_the_preempted_hosts_commands() {
-    use std::time::Duration;
     let e = NvmfEnv::new(2, json!({}));
     e.t.subsystem(NQN, true);
-    let inner: std::sync::Arc<dyn target_core::bdev::Bdev> =
-        target_core::bdev::MallocBdev::create(target_core::bdev::MallocParams {
-            name: "g_inner".into(),
-            num_blocks: 2048,
-            block_size: 512,
-            physical_block_size: 0,
-            uuid: None,
-            optimal_io_boundary: 0,
-        })
-        .unwrap();
-    let (bdev, gate) = rtgt_tests::gate::GateBdev::new("g", inner);
-    e.t.target.bdevs().register(bdev).unwrap();
+    let gate = e.t.gated("g", 2048, 512);
     e.t.add_ns(NQN, "g");
     e.t.listen(NQN, "RDMA", 4420);
     let mut a = host(&e.t.fabric, e.to, NQN, HOST_A, 0xA1);
@@ -420,42 +309,5 @@ fn preempt_and_abort_waits_for_the_preempted_hosts_commands() {
     assert_eq!(register(&mut b.io[0], 0, 0, 0xBB), OK);
     assert_eq!(acquire(&mut a.io[0], 0, WE, 0xAA, 0), OK);
 
-    gate.close();
-    let held = a.io[0]
-        .submit(
-            write_sqe(1, 0, 1),
-            Data::KeyedWrite {
-                bytes: &[0x11; 512],
-                invalidate: false,
-            },
-        )
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while gate.held() == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the write never reached the bdev"
-        );
-        a.io[0].poll().unwrap();
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let mut s = Sqe::new(opc::ACQUIRE, 0);
-    s.set_nsid(1).set_cdw(10, 2 | WE << 8);
-    let preempt = b.io[0]
-        .submit(s, Data::InCapsule(&keys(0xBB, 0xAA)))
-        .unwrap();
-    b.io[0].assert_none_complete_for(&[preempt], Duration::from_millis(300));
-    gate.open();
-    assert_eq!(
-        b.io[0].wait(preempt).unwrap().cqe.status,
-        OK,
-        "preempt and abort"
-    );
-    assert_eq!(
-        a.io[0].wait(held).unwrap().cqe.status,
-        OK,
-        "the write admitted before the preempt"
-    );
-    assert_eq!(write(&mut a.io[0]), RESERVATION_CONFLICT, "A's next write");
-    assert_eq!(write(&mut b.io[0]), OK);
+    preempt_and_abort_waits(&mut a.io[0], &mut b.io[0], &gate, 0xAA, 0xBB);
 }

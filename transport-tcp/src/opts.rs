@@ -338,6 +338,34 @@ mod tests {
         assert!(matches!(e, TransportError::Invalid(_)), "{e:?}");
     }
 
+    /// SPDK's TCP-only `control_msg_num` sizes a per-poll-group pool of buffers for admin
+    /// and fabrics in-capsule data; rtgt has no such pool (the admin queue always takes 8 KiB
+    /// in-capsule), so every value, SPDK's default 32 included, is refused (-32602); so are
+    /// SPDK's other options this transport does not use.
+    #[test]
+    fn control_msg_num_and_other_unused_spdk_options_are_refused() {
+        for v in [
+            json!({"control_msg_num": 32}),
+            json!({"control_msg_num": 0}),
+            json!({"ack_timeout": 10}),
+            json!({"data_wr_pool_size": 4095}),
+            json!({"iobuf_small_cache_size": 8}),
+            json!({"masked_oncs": ["reservs"]}),
+            json!({"disable_command_passthru": true}),
+            json!({"max_srq_depth": 4096}),
+        ] {
+            let e = TcpOpts::decode(&params(v.clone())).unwrap_err();
+            let TransportError::Unsupported(m) = &e else {
+                panic!("{v}: {e:?}");
+            };
+            let key = v
+                .as_object()
+                .and_then(|o| o.keys().next())
+                .expect("one key");
+            assert!(m.contains(key.as_str()) && m.contains("TCP"), "{m}");
+        }
+    }
+
     #[test]
     fn io_unit_size_follows_a_smaller_max_io_size() {
         let o = TcpOpts::decode(&params(json!({"max_io_size": 65536}))).expect("ok");

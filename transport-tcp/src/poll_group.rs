@@ -480,6 +480,32 @@ impl TransportPollGroup for TcpPg {
         self.run_dirty(core);
     }
 
+    fn reservation_notices(
+        &mut self,
+        core: &mut PgCore,
+        subsystem: u32,
+        nsid: u32,
+        notices: &[(
+            target_core::reservation::HostId,
+            target_core::reservation::NoticeKind,
+        )],
+    ) {
+        let done: Vec<(u32, AerDone)> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| !c.closing)
+            .filter_map(|(k, c)| {
+                c.q.as_ref()
+                    .and_then(|q| q.reservation_notices(subsystem, nsid, notices))
+                    .map(|a| (k as u32, a))
+            })
+            .collect();
+        for (ck, a) in done {
+            self.complete_parked(core, ck, a);
+        }
+        self.run_dirty(core);
+    }
+
     fn parked_done(&mut self, core: &mut PgCore, queue: u64, done: AerDone) {
         let ck = (queue & 0xFFFF_FFFF) as u32;
         let generation = (queue >> 32) as u32;

@@ -100,26 +100,43 @@ fn walk<'b>(bufs: &'b [IoBuf], offset: u32, len: u32, mut f: impl FnMut(&'b IoBu
     }
 }
 
+/// Calls `f` with each piece of `[offset, offset + len)` of `bufs` seen as one byte range,
+/// mutable.
+fn walk_mut(bufs: &mut [IoBuf], offset: u32, len: u32, mut f: impl FnMut(&mut [u8])) {
+    let (mut off, mut left) = (offset as usize, len as usize);
+    for b in bufs {
+        if left == 0 {
+            break;
+        }
+        if off >= b.len() {
+            off -= b.len();
+            continue;
+        }
+        let n = (b.len() - off).min(left);
+        f(&mut b.as_mut_slice()[off..off + n]);
+        off = 0;
+        left -= n;
+    }
+}
+
+/// Zeroes `[from, to)` of the request's data buffers (seen as one byte range).
+pub(crate) fn zero_fill(r: &mut Req, from: u32, to: u32) {
+    if let Some(io) = r.ex.io.as_mut() {
+        walk_mut(&mut io.bufs, from, to.saturating_sub(from), |p| p.fill(0));
+    }
+}
+
 impl DataBuffers for SlotBufs<'_> {
     fn write(&mut self, slot: SlotId, offset: u32, data: &[u8]) {
         let Some(io) = self.0.get_mut(slot.index()).and_then(|r| r.ex.io.as_mut()) else {
             return;
         };
-        let (mut off, mut src) = (offset as usize, data);
-        for b in io.bufs.iter_mut() {
-            if src.is_empty() {
-                break;
-            }
-            if off >= b.len() {
-                off -= b.len();
-                continue;
-            }
-            let dst = &mut b.as_mut_slice()[off..];
-            let n = dst.len().min(src.len());
-            dst[..n].copy_from_slice(&src[..n]);
-            src = &src[n..];
-            off = 0;
-        }
+        let mut src = data;
+        walk_mut(&mut io.bufs, offset, data.len() as u32, |dst| {
+            let (now, rest) = src.split_at(dst.len());
+            dst.copy_from_slice(now);
+            src = rest;
+        });
     }
 
     fn read(&self, slot: SlotId, offset: u32, len: u32, f: &mut dyn FnMut(&[u8])) {

@@ -300,7 +300,18 @@ impl TcpPg {
         let c = &mut self.conns[ck as usize];
         let r = &mut c.reqs[slot.index()];
         r.state = ReqState::Responding;
-        let (cqe, len, sqe) = (r.ex.cqe, r.ex.data_len, r.ex.sqe);
+        let (cqe, mut len, sqe) = (r.ex.cqe, r.ex.data_len, r.ex.sqe);
+        // A successful controller-to-host command returns its whole transfer, zero-filled past
+        // what the core produced (an Authentication Receive or Reservation Report shorter than
+        // the host's buffer), as SPDK and nvmet do: a host may expect every byte it asked for,
+        // and the pool buffer's earlier contents never reach it.
+        if cqe.status == Status::SUCCESS
+            && let Some(n) = c.conn.to_host_len(slot)
+            && len < n
+        {
+            crate::qpair::zero_fill(r, len, n);
+            len = n;
+        }
         if r.ex.disconnect_after {
             c.close_when_flushed = true;
         }

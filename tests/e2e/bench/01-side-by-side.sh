@@ -1,7 +1,9 @@
 # Side by side, one guest, one run: fio 4K random read at QD32 and 128K sequential read against
 # (a) rtgt NVMe/RDMA on a null bdev and the Linux nvmet-rdma target on null_blk, and (b) rtgt
-# SRP on a null bdev and LIO ib_srpt on rd_nullio, all over soft-RoCE (rxe0) with the guest's
-# own kernel initiators. The guest is emulated (TCG) on a shared host, so its speed drifts: the
+# SRP on a null bdev and LIO ib_srpt on rd_nullio, both over soft-RoCE (rxe0), and (c) rtgt
+# NVMe/TCP on a null bdev and the Linux nvmet-tcp target on null_blk over the guest's loopback
+# path to its own address (4K randread QD32, 128K read QD8, 4K randwrite QD32), all with the
+# guest's own kernel initiators. The guest is emulated (TCG) on a shared host, so its speed drifts: the
 # targets take turns, BENCH_ROUNDS times (kernel first in odd rounds, rtgt first in even ones),
 # and each figure is the median of its rounds. Every run, the medians and the ratios
 # rtgt/kernel are logged and written to side-by-side.json. A benchmark, not a test: it fails
@@ -14,16 +16,16 @@
 # default "--idle-sleep-us 0": a reactor sleeps as soon as a poll finds nothing, since on two
 # vCPUs shared with fio, the kernel initiator and soft-RoCE, polling takes the CPU they need,
 # and the kernel targets do not poll either; set it to "" for rtgt's default 200 us),
-# BENCH_PARTS ("nvme srp"). Each job also records the guest's CPU use
+# BENCH_PARTS ("nvme srp tcp"). Each job also records the guest's CPU use
 # (all vCPUs, from /proc/stat; 100 = one vCPU) and, for rtgt, the daemon's own.
-# e2e-timeout: 1200
+# e2e-timeout: 1800
 
 ROUNDS=${BENCH_ROUNDS:-3}
 RUNTIME=${BENCH_RUNTIME:-10}
 SIZE=${BENCH_SIZE_MIB:-1024}
 MASK=${BENCH_RTGT_MASK-0x1}
 RTGT_ARGS=${BENCH_RTGT_ARGS---idle-sleep-us 0}
-PARTS=${BENCH_PARTS:-nvme srp}
+PARTS=${BENCH_PARTS:-nvme srp tcp}
 OUT=$E2E_LOGDIR/side-by-side.json
 NQN=nqn.2016-06.io.rtgt:bench
 echo '{}' > "$OUT"
@@ -31,11 +33,17 @@ echo '{}' > "$OUT"
 cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
 rtgt_ticks() { if rtgt_alive; then awk '{ print $14 + $15 }' "/proc/$RTGT_PID/stat"; else echo 0; fi; }
 
-# bench_jobs DEV LABEL ROUND: the two fio jobs on DEV; appends them to LABEL's runs in $OUT.
+RDMA_JOBS=("randread-4k-qd32:--rw=randread --bs=4k --iodepth=32"
+           "seqread-128k-qd16:--rw=read --bs=128k --iodepth=16")
+TCP_JOBS=("randread-4k-qd32:--rw=randread --bs=4k --iodepth=32"
+          "seqread-128k-qd8:--rw=read --bs=128k --iodepth=8"
+          "randwrite-4k-qd32:--rw=randwrite --bs=4k --iodepth=32")
+
+# bench_jobs DEV LABEL ROUND JOB...: the fio jobs (NAME:OPTIONS) on DEV; appends them to LABEL's
+# runs in $OUT (a write job's figures are its writes').
 bench_jobs() {
-  local dev=$1 label=$2 round=$3 j
-  for j in "randread-4k-qd32:--rw=randread --bs=4k --iodepth=32" \
-           "seqread-128k-qd16:--rw=read --bs=128k --iodepth=16"; do
+  local dev=$1 label=$2 round=$3 j; shift 3
+  for j in "$@"; do
     local name=${j%%:*} opts=${j#*:} f
     f=$E2E_LOGDIR/$label-$name-$round.json
     local c0 r0 c1 r1 t0 t1
@@ -53,9 +61,10 @@ bench_jobs() {
       'BEGIN { printf "%.1f", (b - a) / hz / (e - s) * 100 }')
     jq -e '.jobs[0].error == 0' "$f" > /dev/null || fail "fio $name on $label reported errors"
     jq --arg l "$label" --arg n "$name" --slurpfile r "$f" \
-      '.[$l][$n].runs += [{iops: $r[0].jobs[0].read.iops, mib_s: ($r[0].jobs[0].read.bw / 1024),
-                    lat_us_mean: ($r[0].jobs[0].read.lat_ns.mean / 1000),
-                    lat_us_p99: ($r[0].jobs[0].read.clat_ns.percentile["99.000000"] / 1000),
+      '($r[0].jobs[0] | if .write.io_bytes > 0 then .write else .read end) as $d
+       | .[$l][$n].runs += [{iops: $d.iops, mib_s: ($d.bw / 1024),
+                    lat_us_mean: ($d.lat_ns.mean / 1000),
+                    lat_us_p99: ($d.clat_ns.percentile["99.000000"] / 1000),
                     usr_cpu: $r[0].jobs[0].usr_cpu, sys_cpu: $r[0].jobs[0].sys_cpu,
                     guest_cpu_percent: '"$gcpu"', rtgt_cpu_percent: '"$tcpu"'}]' \
       "$OUT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"
@@ -83,7 +92,7 @@ kernel_nvme() {
   nvmet_peer_setup -b null -s "$SIZE"
   local dev
   dev=$(nvme_connect "$NVMET_PEER_NQN" "$E2E_IP" "$NVMET_PEER_PORT")
-  bench_jobs "$dev" kernel-nvmet "$1"
+  bench_jobs "$dev" kernel-nvmet "$1" "${RDMA_JOBS[@]}"
   nvme_disconnect "$NVMET_PEER_NQN"
   nvmet_peer_teardown
 }
@@ -91,7 +100,7 @@ rtgt_nvme() {
   rtgt_common RDMA "$RTGT_NVME_PORT"
   local dev
   dev=$(nvme_connect "$NQN")
-  bench_jobs "$dev" rtgt-nvme "$1"
+  bench_jobs "$dev" rtgt-nvme "$1" "${RDMA_JOBS[@]}"
   nvme_disconnect "$NQN"
   stop_rtgt
 }
@@ -99,7 +108,7 @@ kernel_srp() {
   srpt_peer_setup -b null -s "$SIZE"
   local dev
   dev=$(srp_login "$SRPT_PEER_TARGET")
-  bench_jobs "$dev" kernel-srpt "$1"
+  bench_jobs "$dev" kernel-srpt "$1" "${RDMA_JOBS[@]}"
   srp_logout_all
   srpt_peer_teardown
 }
@@ -107,8 +116,24 @@ rtgt_srp() {
   rtgt_common SRP "$RTGT_SRP_PORT"
   local dev
   dev=$(srp_login "$(srp_login_spec "$NQN")")
-  bench_jobs "$dev" rtgt-srp "$1"
+  bench_jobs "$dev" rtgt-srp "$1" "${RDMA_JOBS[@]}"
   srp_logout_all
+  stop_rtgt
+}
+kernel_tcp() {
+  nvmet_peer_setup -b null -s "$SIZE" -t tcp
+  local dev
+  dev=$(NVME_TRANSPORT=tcp nvme_connect "$NVMET_PEER_NQN" "$E2E_IP" "$NVMET_PEER_PORT")
+  bench_jobs "$dev" kernel-nvmet-tcp "$1" "${TCP_JOBS[@]}"
+  nvme_disconnect "$NVMET_PEER_NQN"
+  nvmet_peer_teardown
+}
+rtgt_tcp() {
+  rtgt_common TCP "$RTGT_NVME_PORT"
+  local dev
+  dev=$(NVME_TRANSPORT=tcp nvme_connect "$NQN")
+  bench_jobs "$dev" rtgt-tcp "$1" "${TCP_JOBS[@]}"
+  nvme_disconnect "$NQN"
   stop_rtgt
 }
 
@@ -135,7 +160,8 @@ jq 'def median: sort | if length % 2 == 1 then .[length / 2 | floor]
 # Ratios rtgt / kernel.
 jq '. as $r
     | .ratios = (
-        [ {p: "nvme", a: "rtgt-nvme", b: "kernel-nvmet"}, {p: "srp", a: "rtgt-srp", b: "kernel-srpt"} ]
+        [ {p: "nvme", a: "rtgt-nvme", b: "kernel-nvmet"}, {p: "srp", a: "rtgt-srp", b: "kernel-srpt"},
+          {p: "tcp", a: "rtgt-tcp", b: "kernel-nvmet-tcp"} ]
         | map(select($r[.a] != null and $r[.b] != null))
         | map(. as $x | {key: $x.p, value: ($r[$x.a] | keys | map({key: ., value:
             {iops: ($r[$x.a][.].iops / $r[$x.b][.].iops),

@@ -7,7 +7,8 @@ use target_core::nvme::auth::{
     HostAuthParams, OsRandom,
 };
 
-use super::queue::{Data, HostError, HostQueue};
+use super::queue::HostError;
+use crate::nvme_cmds::NvmeQueue;
 
 /// The host's DH-HMAC-CHAP settings (`nvme connect --dhchap-secret/--dhchap-ctrl-secret`).
 #[derive(Debug, Clone)]
@@ -44,37 +45,21 @@ impl DhchapOpts {
 /// The Authentication Receive allocation length (the Linux host's buffer).
 pub const AUTH_AL: u32 = 4096;
 
-fn auth_send(q: &mut HostQueue, msg: &[u8]) -> Result<(), HostError> {
+fn auth_send(q: &mut impl NvmeQueue, msg: &[u8]) -> Result<(), HostError> {
     let sqe = AuthCmd::sqe(AuthDirection::Send, 0, msg.len() as u32);
-    q.cmd(
-        sqe,
-        Data::KeyedWrite {
-            bytes: msg,
-            invalidate: false,
-        },
-    )?
-    .ok()
-    .map(|_| ())
+    q.exec(sqe, Some(msg), 0)?.ok().map(|_| ())
 }
 
-fn auth_receive(q: &mut HostQueue) -> Result<Vec<u8>, HostError> {
+fn auth_receive(q: &mut impl NvmeQueue) -> Result<Vec<u8>, HostError> {
     let sqe = AuthCmd::sqe(AuthDirection::Receive, 0, AUTH_AL);
-    Ok(q.cmd(
-        sqe,
-        Data::KeyedRead {
-            len: AUTH_AL,
-            invalidate: false,
-        },
-    )?
-    .ok()?
-    .data)
+    Ok(q.exec(sqe, None, AUTH_AL)?.ok()?.data)
 }
 
 /// Runs one DH-HMAC-CHAP transaction with id `tid` on `q`. Returns the negotiated hash and
 /// group; a refusal is [`HostError::Auth`] with the reason the controller's AUTH_Failure1 gave
 /// (or the host's own, after it sent AUTH_Failure2).
 pub fn authenticate(
-    q: &mut HostQueue,
+    q: &mut impl NvmeQueue,
     subnqn: &str,
     hostnqn: &str,
     o: &DhchapOpts,
@@ -110,6 +95,25 @@ pub fn authenticate(
     }
     h.negotiated()
         .ok_or_else(|| HostError::Protocol("authenticated without a negotiation".into()))
+}
+
+/// Authenticates on `q` (queue `qid`) if the Connect response (`dw0`) set AUTHREQ.ATR, as the
+/// Linux host does (transaction id qid + 1); without keys that is [`HostError::NoKey`].
+pub fn authenticate_if_asked_on(
+    q: &mut impl NvmeQueue,
+    qid: u16,
+    subnqn: &str,
+    hostnqn: &str,
+    dhchap: Option<&DhchapOpts>,
+    dw0: u32,
+) -> Result<(), HostError> {
+    if dw0 & target_core::nvme::auth::CONNECT_AUTHREQ_ATR == 0 {
+        return Ok(());
+    }
+    let Some(o) = dhchap else {
+        return Err(HostError::NoKey);
+    };
+    authenticate(q, subnqn, hostnqn, o, qid + 1).map(|_| ())
 }
 
 /// The reason of an authentication refusal, if `e` is one.

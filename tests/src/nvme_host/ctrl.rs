@@ -10,7 +10,7 @@ use target_core::nvme::identify::ctrl_off;
 use target_core::nvme::spec::{CNTLID_DYNAMIC, admin_opc, io_opc, prop};
 use target_core::nvme::{Cqe, Sqe};
 
-use super::auth::{DhchapOpts, authenticate};
+use super::auth::{DhchapOpts, authenticate_if_asked_on};
 use super::queue::{CmOverride, Completion, Data, HostError, HostQueue, QueueOpts};
 
 /// Everything a controller connect needs.
@@ -121,13 +121,15 @@ pub fn authenticate_if_asked(
     opts: &ConnectOpts,
     dw0: u32,
 ) -> Result<(), HostError> {
-    if dw0 & target_core::nvme::auth::CONNECT_AUTHREQ_ATR == 0 {
-        return Ok(());
-    }
-    let Some(o) = &opts.dhchap else {
-        return Err(HostError::NoKey);
-    };
-    authenticate(q, &opts.subnqn, &opts.hostnqn, o, q.qid() + 1).map(|_| ())
+    let qid = q.qid();
+    authenticate_if_asked_on(
+        q,
+        qid,
+        &opts.subnqn,
+        &opts.hostnqn,
+        opts.dhchap.as_ref(),
+        dw0,
+    )
 }
 
 impl HostCtrl {
@@ -307,27 +309,7 @@ impl HostCtrl {
         len: u32,
         rae: bool,
     ) -> Result<Vec<u8>, HostError> {
-        let numd = len / 4 - 1;
-        let mut s = Sqe::new(admin_opc::GET_LOG_PAGE, 0);
-        s.set_nsid(nsid)
-            .set_cdw(
-                10,
-                u32::from(lid) | (u32::from(rae) << 15) | (numd & 0xFFFF) << 16,
-            )
-            .set_cdw(11, numd >> 16)
-            .set_cdw(12, offset as u32)
-            .set_cdw(13, (offset >> 32) as u32);
-        let c = self
-            .admin
-            .cmd(
-                s,
-                Data::KeyedRead {
-                    len,
-                    invalidate: false,
-                },
-            )?
-            .ok()?;
-        Ok(c.data)
+        crate::nvme_cmds::get_log(&mut self.admin, lid, nsid, offset, len, rae)
     }
 
     /// Keep Alive.

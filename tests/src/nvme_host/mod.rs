@@ -14,7 +14,7 @@ mod env;
 mod io;
 mod queue;
 
-pub use auth::{AUTH_AL, DhchapOpts, authenticate, refused_reason};
+pub use auth::{AUTH_AL, DhchapOpts, authenticate, authenticate_if_asked_on, refused_reason};
 pub use ctrl::{
     ConnectOpts, HostCtrl, authenticate_if_asked, fabrics_connect, fabrics_sqe, nsid_list, pattern,
     pattern_block, read_sqe, rw_sqe, write_sqe,

@@ -275,6 +275,16 @@ impl Connection {
         self.slots.get(slot.index()).map(|s| s.state)
     }
 
+    /// The length of the controller-to-host transfer of the command in `slot` (its SGL's
+    /// length), once its buffer is there; `None` for other commands.
+    pub fn to_host_len(&self, slot: SlotId) -> Option<u32> {
+        let s = self.slots.get(slot.index())?;
+        match s.xfer {
+            Xfer::ToHost(n) if s.has_buffer && s.state != SlotState::Free => Some(n),
+            _ => None,
+        }
+    }
+
     /// The command in `slot`, while it holds one.
     pub fn sqe(&self, slot: SlotId) -> Option<&Sqe> {
         self.slots
