@@ -233,6 +233,12 @@ impl Target {
         );
         rx.recv_timeout(Duration::from_secs(30))
             .map_err(|_| CoreError::Internal("discovery subsystem did not start".into()))??;
+        let weak = Arc::downgrade(&target);
+        target.bdevs.on_resize(Arc::new(move |name| {
+            if let Some(t) = weak.upgrade() {
+                t.bdev_resized(name);
+            }
+        }));
         Ok(target)
     }
 
@@ -937,6 +943,38 @@ impl Target {
             }
         }
         Ok(())
+    }
+
+    /// Bdev `bdev_name` changed size: every subsystem with a namespace on it pauses its admin
+    /// commands (I/O keeps flowing, as SPDK's pause(0) on a resize) and resumes. On the resume
+    /// each poll group re-reads the namespace (its I/O channel checks the new size), NVMe
+    /// controllers get a Namespace Attribute Changed notice listing it, SCSI nexuses that see
+    /// the LU a CAPACITY DATA HAS CHANGED unit attention. Returns at once; the change runs by
+    /// messages to the reactors, after the subsystem's earlier changes.
+    pub fn bdev_resized(self: &Arc<Self>, bdev_name: &str) {
+        for sub in self.subsystems() {
+            let on_it = sub.with_config(|c| c.namespaces.values().any(|n| n.bdev_name == bdev_name));
+            if !on_it {
+                continue;
+            }
+            let f = Box::new(|s: &Arc<Subsystem>| {
+                s.ns_generation.fetch_add(1, Ordering::AcqRel);
+                Ok((0, None))
+            });
+            let (nqn, bdev) = (sub.nqn().to_string(), bdev_name.to_string());
+            state::submit(
+                self,
+                &sub,
+                Change::Modify {
+                    scope: PauseScope::Admin,
+                    f,
+                },
+                Box::new(move |r| match r {
+                    Ok(_) => tracing::info!("subsystem {nqn}: bdev {bdev} resized, hosts told"),
+                    Err(e) => tracing::warn!("subsystem {nqn}: resize of bdev {bdev}: {e}"),
+                }),
+            );
+        }
     }
 
     /// Makes namespace `nsid` of `nqn` visible (`visible`) or hidden to `host`
