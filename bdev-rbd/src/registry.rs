@@ -313,7 +313,7 @@ impl RbdModule {
     /// `bdev_rbd_create`: opens the image (and, without `cluster_name`, a handle of its own)
     /// off the calling thread within the time limits, and registers the bdev. Nothing is left
     /// behind when it fails. Returns the bdev's name.
-    pub fn create_bdev(&self, bdevs: &BdevRegistry, p: Create) -> Result<String, RbdError> {
+    pub fn create_bdev(&self, bdevs: &Arc<BdevRegistry>, p: Create) -> Result<String, RbdError> {
         check_block_size(p.block_size)?;
         not_empty("pool_name", &p.pool_name)?;
         not_empty("rbd_name", &p.rbd_name)?;
@@ -392,6 +392,7 @@ impl RbdModule {
             origin,
             lease,
             listener,
+            registry: Arc::downgrade(bdevs),
         };
         let bdev = run_bounded("rbd-open", limit, move || {
             RbdBdev::new(Arc::new(Image::open(cluster, spec)?), nb)
