@@ -244,6 +244,33 @@ impl RbdBdev {
         }
     }
 
+    /// At exit: waits until no I/O is in flight on the image (each holds a reference to it
+    /// through its channel's ring; I/O to an unreachable OSD fails after the OSD timeout) or
+    /// until `deadline`, then closes the image on this thread. Returns whether it is closed; an
+    /// image with I/O still in flight at the deadline stays open (closing it under librbd's
+    /// completions is what crashed before), with an error logged.
+    pub fn close_when_idle(&self, deadline: std::time::Instant) -> bool {
+        let mut logged = false;
+        while Arc::strong_count(&self.image) > 1 {
+            if std::time::Instant::now() >= deadline {
+                tracing::error!(
+                    "bdev {}: I/O still in flight on RBD image {}; left open",
+                    self.name,
+                    self.image.spec().spec()
+                );
+                return false;
+            }
+            if !logged {
+                tracing::info!("bdev {}: waiting for its I/O in flight to end", self.name);
+                logged = true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        self.image.close();
+        tracing::info!("bdev {}: RBD image {} closed", self.name, self.image.spec().spec());
+        true
+    }
+
     /// Re-reads the image size now (blocking); the update watch does this by itself.
     pub fn refresh_size(&self) {
         self.size.refresh();
@@ -280,6 +307,12 @@ impl Bdev for RbdBdev {
         self.write_cache
     }
     fn open_channel(&self) -> Result<Box<dyn BdevChannel>, BdevError> {
+        if !self.image.is_open() {
+            return Err(BdevError::Io {
+                context: format!("opening a channel on {}", self.name),
+                source: std::io::Error::from_raw_os_error(libc::EBADF),
+            });
+        }
         let ch = RbdChannel::new(Arc::clone(&self.image), self.block_size).map_err(|source| {
             BdevError::Io {
                 context: format!("opening a channel on {}", self.name),

@@ -415,6 +415,46 @@ impl RbdModule {
         Ok(true)
     }
 
+    /// At exit (the module's `fini`), after the target stopped: closes every RBD bdev's image
+    /// once its I/O in flight has ended (within the largest OSD timeout plus 5 s), then
+    /// disconnects every cluster handle whose images all closed. Blocking.
+    pub fn close_all(&self, bdevs: &BdevRegistry) {
+        let rbds: Vec<Arc<RbdBdev>> = bdevs
+            .names()
+            .iter()
+            .filter_map(|n| RbdBdev::lookup(bdevs, n))
+            .collect();
+        let limit = rbds
+            .iter()
+            .map(|b| b.image().cluster().timeouts().osd_op)
+            .max()
+            .unwrap_or_default()
+            + std::time::Duration::from_secs(5);
+        let deadline = std::time::Instant::now() + limit;
+        // Each cluster handle, and whether every image on it closed.
+        let mut handles: Vec<(Arc<crate::rados::Cluster>, bool)> = self
+            .clusters
+            .lock()
+            .iter()
+            .map(|r| (Arc::clone(&r.cluster), true))
+            .collect();
+        for b in &rbds {
+            let closed = b.close_when_idle(deadline);
+            let c = b.image().cluster();
+            match handles.iter_mut().find(|(h, _)| Arc::ptr_eq(h, c)) {
+                Some((_, ok)) => *ok &= closed,
+                None => handles.push((Arc::clone(c), closed)),
+            }
+        }
+        for (c, ok) in handles {
+            if ok {
+                c.close_at_exit();
+            } else {
+                tracing::error!("{}: images still busy; the connection is left open", c.what());
+            }
+        }
+    }
+
     /// `bdev_rbd_resize`: grows the image to `new_size` MiB (blocking, bounded); shrinking is
     /// refused, as in SPDK.
     pub fn resize_bdev(&self, bdevs: &BdevRegistry, p: Resize) -> Result<bool, RbdError> {

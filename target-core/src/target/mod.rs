@@ -1319,6 +1319,16 @@ impl Target {
         }
         tracing::info!("target stopped");
     }
+
+    /// At exit, after [`Target::shutdown`]: each bdev module whose state exists releases what
+    /// it holds (its `fini`). Blocking: call it off the async runtime's threads.
+    pub fn fini_bdev_modules(&self) {
+        for m in crate::bdev::module::modules() {
+            if let (Some(fini), Some(state)) = (m.fini, self.bdev_modules.existing(m)) {
+                fini(&state, &self.bdevs);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
