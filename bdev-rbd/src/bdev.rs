@@ -267,7 +267,11 @@ impl RbdBdev {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         self.image.close();
-        tracing::info!("bdev {}: RBD image {} closed", self.name, self.image.spec().spec());
+        tracing::info!(
+            "bdev {}: RBD image {} closed",
+            self.name,
+            self.image.spec().spec()
+        );
         true
     }
 

@@ -450,7 +450,10 @@ impl RbdModule {
             if ok {
                 c.close_at_exit();
             } else {
-                tracing::error!("{}: images still busy; the connection is left open", c.what());
+                tracing::error!(
+                    "{}: images still busy; the connection is left open",
+                    c.what()
+                );
             }
         }
     }

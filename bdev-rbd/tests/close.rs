@@ -73,7 +73,10 @@ fn close_all_waits_for_io_in_flight_to_a_stopped_osd_then_releases_the_watch() {
     );
     c.ctl("osd-start");
     closer.join().expect("close_all did not panic");
-    eprintln!("closed {:.1} s after close_all started", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "closed {:.1} s after close_all started",
+        t0.elapsed().as_secs_f64()
+    );
     assert!(
         t0.elapsed() < OSD_OP_TIMEOUT + Duration::from_secs(10),
         "close_all took {:?}",
@@ -86,7 +89,10 @@ fn close_all_waits_for_io_in_flight_to_a_stopped_osd_then_releases_the_watch() {
     // The image is closed: no channel opens on it, and the data written before is there for
     // the next client.
     let b: std::sync::Arc<dyn Bdev> = bdevs.get("x").unwrap();
-    assert!(bdevs.open_channel(&b).is_err(), "a channel opened on a closed image");
+    assert!(
+        bdevs.open_channel(&b).is_err(),
+        "a channel opened on a closed image"
+    );
     let m2 = module_with(c, "c2");
     let bdevs2 = BdevRegistry::new();
     m2.create_bdev(&bdevs2, create_params("y", "x", "c2", 4096))

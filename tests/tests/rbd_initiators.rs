@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use rpc::RpcState;
 use rtgt_tests::ceph::CephCluster;
 use rtgt_tests::nvme_host::{
-    ConnectOpts, Data as NvmeData, HOSTNQN, HostCtrl, Mode, Workload, nsid_list, pattern,
-    read_sqe, read_verify, write_read_verify, write_sqe,
+    ConnectOpts, Data as NvmeData, HOSTNQN, HostCtrl, Mode, Workload, nsid_list, pattern, read_sqe,
+    read_verify, write_read_verify, write_sqe,
 };
 use rtgt_tests::rpc_rig::Rig;
 use rtgt_tests::srp_initiator::{
@@ -399,29 +399,51 @@ fn resized_images(c: &CephCluster, r: &Rig) {
             }
         }
         let done = ctrl.admin.wait(aer).expect("AER").ok().expect("AER status");
-        assert_eq!(done.cqe.dw0, 0x0004_0002, "{how}: Namespace Attribute Changed");
-        let log = ctrl.get_log(0x04, 0xFFFF_FFFF, 0, 4096, false).expect("log 04h");
+        assert_eq!(
+            done.cqe.dw0, 0x0004_0002,
+            "{how}: Namespace Attribute Changed"
+        );
+        let log = ctrl
+            .get_log(0x04, 0xFFFF_FFFF, 0, 4096, false)
+            .expect("log 04h");
         assert_eq!(nsid_list(&log), [1], "{how}: Changed Namespace List");
         assert_eq!(
             ctrl.namespace(1).expect("identify namespace"),
             ((mib << 20) / 4096, 4096),
             "{how}: NSZE"
         );
-        assert_eq!(next_ua(&mut s), Some((0x6, 0x2a, 0x09)), "{how}: CAPACITY DATA HAS CHANGED");
-        assert_eq!(last_lba(&mut s), (mib << 20) / 512 - 1, "{how}: READ CAPACITY");
+        assert_eq!(
+            next_ua(&mut s),
+            Some((0x6, 0x2a, 0x09)),
+            "{how}: CAPACITY DATA HAS CHANGED"
+        );
+        assert_eq!(
+            last_lba(&mut s),
+            (mib << 20) / 512 - 1,
+            "{how}: READ CAPACITY"
+        );
         // The new blocks take I/O.
         let lba = u32::try_from((mib << 20) / 512 - 8).expect("lba");
         let rsp = s
             .write(0, lba, 512, 0, &srp_pattern(lba, 4096), Layout::Direct)
             .expect("write");
-        assert_eq!(rsp.status, 0, "{how}: WRITE at the new end: {:?}", rsp.sense_key());
+        assert_eq!(
+            rsp.status,
+            0,
+            "{how}: WRITE at the new end: {:?}",
+            rsp.sense_key()
+        );
     }
     // Shrunk by another client: the exported bdev keeps its size (SPDK's bdev layer refuses a
     // block count below the current one while the bdev is open) and the hosts hear nothing.
     let aer = ctrl.park_aer(1 << 8);
     c.rbd(&["resize", "rbd/nvme0", "--size", "16M", "--allow-shrink"]);
     std::thread::sleep(Duration::from_secs(2));
-    assert_eq!(num_blocks(r, "Rbd0"), (32 << 20) / 4096, "the export keeps its size");
+    assert_eq!(
+        num_blocks(r, "Rbd0"),
+        (32 << 20) / 4096,
+        "the export keeps its size"
+    );
     ctrl.admin
         .assert_none_complete_for(&[aer], Duration::from_millis(500));
     assert_eq!(ctrl.namespace(1).expect("identify").0, (32 << 20) / 4096);
@@ -435,7 +457,10 @@ fn resized_images(c: &CephCluster, r: &Rig) {
             },
         )
         .expect("read past the shrunk image");
-    assert!(!past.cqe.status.is_success(), "a read past the image's end succeeded");
+    assert!(
+        !past.cqe.status.is_success(),
+        "a read past the image's end succeeded"
+    );
     // Grown again past the export: the watch (which handled the shrink before, in order) makes
     // the namespace follow.
     c.rbd(&["resize", "rbd/nvme0", "--size", "40M"]);

@@ -252,7 +252,10 @@ fn bdev_create_get_delete_and_errors() {
         "must not be smaller",
     );
     assert_code(
-        &r.err("bdev_null_resize", json!({"name": "Malloc0", "new_size": 8})),
+        &r.err(
+            "bdev_null_resize",
+            json!({"name": "Malloc0", "new_size": 8}),
+        ),
         -19,
         "null bdev 'Malloc0' not found",
     );

@@ -6,9 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use serde_json::json;
 
 use super::malloc::check_block_size;
-use super::{
-    Bdev, BdevChannel, BdevError, BdevIo, BdevRegistry, Completed, IoStatus, IoType,
-};
+use super::{Bdev, BdevChannel, BdevError, BdevIo, BdevRegistry, Completed, IoStatus, IoType};
 
 /// Parameters of `bdev_null_create`.
 #[derive(Debug, Clone)]
@@ -63,9 +61,9 @@ impl NullBdev {
     pub fn resize(&self, bdevs: &BdevRegistry, new_size_mib: u64) -> Result<(), BdevError> {
         let bs = u64::from(self.params.block_size);
         let old = self.num_blocks();
-        let new_bytes = new_size_mib
-            .checked_mul(1024 * 1024)
-            .ok_or_else(|| BdevError::Invalid(format!("new_size {new_size_mib} MiB is too large")))?;
+        let new_bytes = new_size_mib.checked_mul(1024 * 1024).ok_or_else(|| {
+            BdevError::Invalid(format!("new_size {new_size_mib} MiB is too large"))
+        })?;
         if new_bytes < old * bs {
             return Err(BdevError::Invalid(format!(
                 "The new bdev size must not be smaller than current bdev size ({} MiB < {} \

@@ -646,7 +646,11 @@ fn null_resize_grows_tells_the_hooks_and_never_shrinks_a_bdev_in_use() {
 
     b.resize(&reg, 2).unwrap();
     assert_eq!(b.num_blocks(), 4096);
-    assert_eq!(b.config()["params"]["num_blocks"], 4096, "save_config writes the new size");
+    assert_eq!(
+        b.config()["params"]["num_blocks"],
+        4096,
+        "save_config writes the new size"
+    );
     assert_eq!(*heard.lock(), ["n"]);
     // The same size: nothing to tell. Smaller: EINVAL, as SPDK's bdev_null_resize.
     b.resize(&reg, 2).unwrap();
@@ -669,7 +673,9 @@ fn null_resize_grows_tells_the_hooks_and_never_shrinks_a_bdev_in_use() {
     assert_eq!(e.errno(), -libc::EBUSY);
     assert!(e.to_string().contains("nqn.x nsid 1"), "{e}");
     reg.release("n");
-    let ch = reg.open_channel(&(Arc::clone(&b) as Arc<dyn Bdev>)).unwrap();
+    let ch = reg
+        .open_channel(&(Arc::clone(&b) as Arc<dyn Bdev>))
+        .unwrap();
     let e = reg.change_blockcnt("n", 4096, 1024, set).unwrap_err();
     assert!(e.to_string().contains("open I/O channels"), "{e}");
     drop(ch);

@@ -953,7 +953,8 @@ impl Target {
     /// messages to the reactors, after the subsystem's earlier changes.
     pub fn bdev_resized(self: &Arc<Self>, bdev_name: &str) {
         for sub in self.subsystems() {
-            let on_it = sub.with_config(|c| c.namespaces.values().any(|n| n.bdev_name == bdev_name));
+            let on_it =
+                sub.with_config(|c| c.namespaces.values().any(|n| n.bdev_name == bdev_name));
             if !on_it {
                 continue;
             }
