@@ -42,9 +42,9 @@ fn close_all_waits_for_io_in_flight_to_a_stopped_osd_then_releases_the_watch() {
     let mut ch = channel(&bdevs, "x");
     let kept = write_pattern(&mut ch, 4096, 0, 8, 7);
     assert!(
-        watchers(&c, "x").contains("watcher="),
+        watchers(c, "x").contains("watcher="),
         "the open image is watched: {}",
-        watchers(&c, "x")
+        watchers(c, "x")
     );
 
     // The OSD goes away and eight writes are left in flight when the channel closes, as the
@@ -84,7 +84,7 @@ fn close_all_waits_for_io_in_flight_to_a_stopped_osd_then_releases_the_watch() {
     );
 
     // The watch is gone now, not after osd_client_watch_timeout.
-    let s = watchers(&c, "x");
+    let s = watchers(c, "x");
     assert!(!s.contains("watcher="), "a watcher is left: {s}");
     // The image is closed: no channel opens on it, and the data written before is there for
     // the next client.
