@@ -532,6 +532,9 @@ fn main() {
         TransportKind::Tcp => tcp::run(&a),
         TransportKind::Fabric => fabric_only::run(&a),
     };
+    // The target has stopped: close the RBD image, as rtgt does at exit, so that its watch and
+    // exclusive lock do not outlive the process (the next run would wait for them).
+    nvme::close_rbd();
     let (h, w) = match out {
         Ok(x) => x,
         Err(e) => {

@@ -44,6 +44,21 @@ pub fn target(
     Ok((t, blocks))
 }
 
+/// The RBD module and the bdevs of a `--bdev rbd` run, closed by [`close_rbd`].
+type RbdRun = (
+    Arc<bdev_rbd::RbdModule>,
+    Arc<target_core::bdev::BdevRegistry>,
+);
+static RBD: std::sync::Mutex<Option<RbdRun>> = std::sync::Mutex::new(None);
+
+/// After the target stopped: closes the RBD image and cluster connection of a `--bdev rbd` run
+/// (the module's exit path in rtgt).
+pub fn close_rbd() {
+    if let Some((m, bdevs)) = RBD.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        m.close_all(&bdevs);
+    }
+}
+
 /// `--bdev rbd`: registers the cluster of `--rbd-conf` and opens `rbd/<--rbd-image>` as bdev
 /// `bench0` (what `bdev_rbd_register_cluster` and `bdev_rbd_create` do); returns its blocks.
 fn rbd_bdev(t: &TestTarget, a: &Args) -> Result<u64, String> {
@@ -70,6 +85,7 @@ fn rbd_bdev(t: &TestTarget, a: &Args) -> Result<u64, String> {
         },
     )
     .map_err(|e| format!("bdev_rbd_create: {e}"))?;
+    *RBD.lock().unwrap_or_else(|e| e.into_inner()) = Some((m, Arc::clone(t.target.bdevs())));
     let b = t.target.bdevs().get("bench0").ok_or("bench0 is missing")?;
     Ok(b.num_blocks())
 }
