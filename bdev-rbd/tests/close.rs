@@ -7,8 +7,6 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use bdev_rbd::params::RegisterCluster;
-use bdev_rbd::{RbdModule, RbdOptions, Timeouts};
 use common::*;
 use target_core::bdev::{Bdev, BdevRegistry};
 
@@ -24,18 +22,7 @@ fn watchers(c: &TestCluster, image: &str) -> String {
 fn close_all_waits_for_io_in_flight_to_a_stopped_osd_then_releases_the_watch() {
     let c = cluster("close");
     c.create_image("x", 16);
-    let m = RbdModule::new(RbdOptions {
-        timeouts: Timeouts {
-            connect: Duration::from_secs(5),
-            osd_op: OSD_OP_TIMEOUT,
-        },
-    });
-    m.register_cluster(RegisterCluster {
-        name: "c".into(),
-        config_file: Some(c.conf.clone()),
-        ..RegisterCluster::default()
-    })
-    .unwrap();
+    let m = module_with_osd_timeout(c, "c", OSD_OP_TIMEOUT);
     let bdevs = BdevRegistry::new();
     m.create_bdev(&bdevs, create_params("x", "x", "c", 4096))
         .unwrap();
