@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use parking_lot::Mutex;
 use serde_json::{Value, json};
-use target_core::bdev::{Bdev, BdevChannel, BdevError, IoType};
+use target_core::bdev::{Bdev, BdevChannel, BdevError, BdevRegistry, IoType};
 
 use crate::channel::RbdChannel;
 use crate::conf::ConfMap;
@@ -39,6 +39,8 @@ pub(crate) struct SizeState {
     block_size: u32,
     num_blocks: AtomicU64,
     image: Weak<Image>,
+    /// Where a size change is announced (and a shrink of a bdev in use refused).
+    registry: Weak<BdevRegistry>,
     listener: Option<ResizeListener>,
 }
 
@@ -50,27 +52,39 @@ impl SizeState {
             return;
         };
         match image.size() {
-            Ok(bytes) => self.set_bytes(bytes),
+            Ok(bytes) => {
+                if let Err(e) = self.set_bytes(bytes) {
+                    // As SPDK's update callback: the image shrank under an exported bdev, which
+                    // keeps its size; I/O past the image's new end fails in librbd.
+                    tracing::error!(
+                        "bdev {}: image {} is now {bytes} bytes: {e}",
+                        self.name,
+                        image.spec().spec()
+                    );
+                }
+            }
             Err(e) => tracing::warn!("bdev {}: cannot refresh the size: {e}", self.name),
         }
     }
 
-    fn set_bytes(&self, bytes: u64) {
+    /// The image is `bytes` long now: the bdev takes its size in whole blocks, through the
+    /// registry's [`BdevRegistry::change_blockcnt`] (which tells the target, and refuses to
+    /// shrink a bdev in use).
+    fn set_bytes(&self, bytes: u64) -> Result<(), BdevError> {
         let blocks = bytes / u64::from(self.block_size);
-        let old = self.num_blocks.swap(blocks, Ordering::AcqRel);
-        if old != blocks && old != 0 {
-            tracing::info!(
-                "bdev {}: image {} resized from {old} to {blocks} blocks",
-                self.name,
-                self.image
-                    .upgrade()
-                    .map(|i| i.spec().spec())
-                    .unwrap_or_default()
-            );
-            if let Some(l) = &self.listener {
-                l(&self.name, blocks);
-            }
+        let old = self.num_blocks.load(Ordering::Acquire);
+        if old == blocks {
+            return Ok(());
         }
+        let store = |n| self.num_blocks.store(n, Ordering::Release);
+        match self.registry.upgrade() {
+            Some(r) => r.change_blockcnt(&self.name, old, blocks, store)?,
+            None => store(blocks),
+        }
+        if let Some(l) = &self.listener {
+            l(&self.name, blocks);
+        }
+        Ok(())
     }
 }
 
@@ -127,6 +141,7 @@ pub(crate) struct NewBdev {
     pub origin: Origin,
     pub lease: Option<ClusterLease>,
     pub listener: Option<ResizeListener>,
+    pub registry: Weak<BdevRegistry>,
 }
 
 impl RbdBdev {
@@ -137,6 +152,7 @@ impl RbdBdev {
             block_size: p.block_size,
             num_blocks: AtomicU64::new(0),
             image: Arc::downgrade(&image),
+            registry: p.registry,
             listener: p.listener,
         });
         let weak = Arc::downgrade(&size);
@@ -196,7 +212,7 @@ impl RbdBdev {
     /// Resizes the image to `bytes` and updates the block count (blocking).
     pub(crate) fn resize(&self, bytes: u64) -> Result<(), crate::RbdError> {
         self.image.resize(bytes)?;
-        self.size.set_bytes(bytes);
+        self.size.set_bytes(bytes)?;
         Ok(())
     }
 
@@ -226,6 +242,37 @@ impl RbdBdev {
         if spec.read_only {
             m.insert("read_only".into(), json!(true));
         }
+    }
+
+    /// At exit: waits until no I/O is in flight on the image (each holds a reference to it
+    /// through its channel's ring; I/O to an unreachable OSD fails after the OSD timeout) or
+    /// until `deadline`, then closes the image on this thread. Returns whether it is closed; an
+    /// image with I/O still in flight at the deadline stays open (closing it under librbd's
+    /// completions is what crashed before), with an error logged.
+    pub fn close_when_idle(&self, deadline: std::time::Instant) -> bool {
+        let mut logged = false;
+        while Arc::strong_count(&self.image) > 1 {
+            if std::time::Instant::now() >= deadline {
+                tracing::error!(
+                    "bdev {}: I/O still in flight on RBD image {}; left open",
+                    self.name,
+                    self.image.spec().spec()
+                );
+                return false;
+            }
+            if !logged {
+                tracing::info!("bdev {}: waiting for its I/O in flight to end", self.name);
+                logged = true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        self.image.close();
+        tracing::info!(
+            "bdev {}: RBD image {} closed",
+            self.name,
+            self.image.spec().spec()
+        );
+        true
     }
 
     /// Re-reads the image size now (blocking); the update watch does this by itself.
@@ -264,6 +311,12 @@ impl Bdev for RbdBdev {
         self.write_cache
     }
     fn open_channel(&self) -> Result<Box<dyn BdevChannel>, BdevError> {
+        if !self.image.is_open() {
+            return Err(BdevError::Io {
+                context: format!("opening a channel on {}", self.name),
+                source: std::io::Error::from_raw_os_error(libc::EBADF),
+            });
+        }
         let ch = RbdChannel::new(Arc::clone(&self.image), self.block_size).map_err(|source| {
             BdevError::Io {
                 context: format!("opening a channel on {}", self.name),

@@ -242,11 +242,46 @@ impl Image {
         &self.cluster
     }
 
+    /// Whether the image is still open (not closed by [`Image::close`]).
+    pub fn is_open(&self) -> bool {
+        self.handles.lock().is_some()
+    }
+
+    /// Closes the image now, on the calling thread (blocking, bounded by librados' timeouts):
+    /// the update watch and librbd's own header watch go at once instead of timing out on the
+    /// cluster. Returns false if it was closed already. The caller makes sure that no I/O is in
+    /// flight (every in-flight I/O holds a reference to the image through its ring: see
+    /// [`crate::RbdBdev::close_when_idle`]); afterwards size, resize and watch fail with
+    /// `EBADF` and no channel opens.
+    pub(crate) fn close(&self) -> bool {
+        // Held while closing, so that a size refresh never runs on a handle being closed.
+        let mut guard = self.handles.lock();
+        match guard.take() {
+            Some(h) => {
+                h.close();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn closed(&self) -> RbdError {
+        RbdError::errno(
+            libc::EBADF,
+            format!("RBD image {} is closed", self.spec.spec()),
+        )
+    }
+
     /// The image size in bytes (blocking: librbd refreshes the header if another client
     /// changed it).
     pub fn size(&self) -> Result<u64, RbdError> {
+        let guard = self.handles.lock();
+        if guard.is_none() {
+            return Err(self.closed());
+        }
         let mut size = 0u64;
-        // SAFETY: the image is open while `self` lives; `size` is an out-pointer.
+        // SAFETY: the image is open (checked, and it stays open while `guard` is held); `size`
+        // is an out-pointer.
         let rc = unsafe { ffi::rbd_get_size(self.raw, &mut size) };
         if rc < 0 {
             return Err(RbdError::errno(
@@ -259,7 +294,11 @@ impl Image {
 
     /// Resizes the image (blocking).
     pub fn resize(&self, bytes: u64) -> Result<(), RbdError> {
-        // SAFETY: the image is open while `self` lives.
+        let guard = self.handles.lock();
+        if guard.is_none() {
+            return Err(self.closed());
+        }
+        // SAFETY: the image is open (checked, and it stays open while `guard` is held).
         let rc = unsafe { ffi::rbd_resize(self.raw, bytes) };
         if rc < 0 {
             return Err(RbdError::errno(
@@ -278,9 +317,9 @@ impl Image {
     /// update of the image, by this client or another (`rbd resize`). One watch per image.
     pub fn watch(&self, on_update: Box<dyn Fn() + Send + Sync>) -> Result<(), RbdError> {
         let mut guard = self.handles.lock();
-        let h = guard
-            .as_mut()
-            .ok_or_else(|| RbdError::errno(libc::EBADF, "the image is closed"))?;
+        let Some(h) = guard.as_mut() else {
+            return Err(self.closed());
+        };
         if h.watch.is_some() {
             return Err(RbdError::errno(
                 libc::EEXIST,

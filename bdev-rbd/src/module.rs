@@ -191,6 +191,7 @@ target_core::register_bdev_module!(
         ],
         state: Some(new_state),
         config: Some(config),
+        fini: Some(fini),
     }
 );
 
@@ -277,4 +278,11 @@ fn config(ctx: &MethodCtx) -> Vec<Value> {
     ctx.state::<RbdModule>()
         .map(|rbd| rbd.config_entries())
         .unwrap_or_default()
+}
+
+/// At exit: closes the images (their watches go at once) and the cluster connections.
+fn fini(state: &ModuleState, bdevs: &target_core::bdev::BdevRegistry) {
+    if let Ok(rbd) = Arc::clone(state).downcast::<RbdModule>() {
+        rbd.close_all(bdevs);
+    }
 }

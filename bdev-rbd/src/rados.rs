@@ -75,6 +75,8 @@ pub struct Cluster {
     mon_host: String,
     cpus: Option<Vec<usize>>,
     timeouts: Timeouts,
+    /// Shut down already ([`Cluster::close_at_exit`]).
+    closed: std::sync::atomic::AtomicBool,
 }
 
 // SAFETY: a librados cluster handle may be used from several threads at once (librados'
@@ -95,9 +97,11 @@ impl std::fmt::Debug for Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        // SAFETY: `raw` came from rados_create and is shut down exactly once, here; every
-        // ioctx and image made from it holds an Arc to this handle, so none is left.
-        unsafe { ffi::rados_shutdown(self.raw) };
+        if !self.closed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            // SAFETY: `raw` came from rados_create and is shut down exactly once (`closed`);
+            // every ioctx and image made from it holds an Arc to this handle, so none is left.
+            unsafe { ffi::rados_shutdown(self.raw) };
+        }
     }
 }
 
@@ -202,6 +206,7 @@ impl Cluster {
             mon_host: String::new(),
             cpus: spec.cpus.clone(),
             timeouts: spec.timeouts,
+            closed: std::sync::atomic::AtomicBool::new(false),
         };
         match &spec.config_file {
             ConfigFile::Search => {
@@ -359,6 +364,18 @@ impl Cluster {
     /// The time limits the handle was made with.
     pub fn timeouts(&self) -> Timeouts {
         self.timeouts
+    }
+
+    /// At exit, once every image opened on it is closed: disconnects from the cluster now
+    /// rather than when the last reference goes (the bdevs that hold it live until the process
+    /// ends). Nothing may use the handle afterwards; the process is stopping.
+    pub(crate) fn close_at_exit(&self) {
+        if !self.closed.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            // SAFETY: not shut down before (`closed`); the caller closed every image made from
+            // it, and nothing uses the handle from now on.
+            unsafe { ffi::rados_shutdown(self.raw) };
+            tracing::info!("{}: disconnected from the cluster", self.what);
+        }
     }
 
     /// The client's global id (`client.<id>` in `ceph osd blocklist ls` is its address).

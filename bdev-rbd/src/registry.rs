@@ -313,7 +313,7 @@ impl RbdModule {
     /// `bdev_rbd_create`: opens the image (and, without `cluster_name`, a handle of its own)
     /// off the calling thread within the time limits, and registers the bdev. Nothing is left
     /// behind when it fails. Returns the bdev's name.
-    pub fn create_bdev(&self, bdevs: &BdevRegistry, p: Create) -> Result<String, RbdError> {
+    pub fn create_bdev(&self, bdevs: &Arc<BdevRegistry>, p: Create) -> Result<String, RbdError> {
         check_block_size(p.block_size)?;
         not_empty("pool_name", &p.pool_name)?;
         not_empty("rbd_name", &p.rbd_name)?;
@@ -392,6 +392,7 @@ impl RbdModule {
             origin,
             lease,
             listener,
+            registry: Arc::downgrade(bdevs),
         };
         let bdev = run_bounded("rbd-open", limit, move || {
             RbdBdev::new(Arc::new(Image::open(cluster, spec)?), nb)
@@ -412,6 +413,49 @@ impl RbdModule {
         }
         bdevs.unregister(&p.name)?;
         Ok(true)
+    }
+
+    /// At exit (the module's `fini`), after the target stopped: closes every RBD bdev's image
+    /// once its I/O in flight has ended (within the largest OSD timeout plus 5 s), then
+    /// disconnects every cluster handle whose images all closed. Blocking.
+    pub fn close_all(&self, bdevs: &BdevRegistry) {
+        let rbds: Vec<Arc<RbdBdev>> = bdevs
+            .names()
+            .iter()
+            .filter_map(|n| RbdBdev::lookup(bdevs, n))
+            .collect();
+        let limit = rbds
+            .iter()
+            .map(|b| b.image().cluster().timeouts().osd_op)
+            .max()
+            .unwrap_or_default()
+            + std::time::Duration::from_secs(5);
+        let deadline = std::time::Instant::now() + limit;
+        // Each cluster handle, and whether every image on it closed.
+        let mut handles: Vec<(Arc<crate::rados::Cluster>, bool)> = self
+            .clusters
+            .lock()
+            .iter()
+            .map(|r| (Arc::clone(&r.cluster), true))
+            .collect();
+        for b in &rbds {
+            let closed = b.close_when_idle(deadline);
+            let c = b.image().cluster();
+            match handles.iter_mut().find(|(h, _)| Arc::ptr_eq(h, c)) {
+                Some((_, ok)) => *ok &= closed,
+                None => handles.push((Arc::clone(c), closed)),
+            }
+        }
+        for (c, ok) in handles {
+            if ok {
+                c.close_at_exit();
+            } else {
+                tracing::error!(
+                    "{}: images still busy; the connection is left open",
+                    c.what()
+                );
+            }
+        }
     }
 
     /// `bdev_rbd_resize`: grows the image to `new_size` MiB (blocking, bounded); shrinking is

@@ -8,8 +8,6 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use bdev_rbd::params::RegisterCluster;
-use bdev_rbd::{RbdModule, RbdOptions, Timeouts};
 use common::*;
 use target_core::bdev::{BdevRegistry, IoChannel, IoStatus, NullBdev, NullParams};
 
@@ -109,18 +107,7 @@ fn errors(s: &BTreeMap<String, usize>) -> usize {
 fn io_fails_within_the_timeout_while_the_cluster_is_away_and_resumes_after() {
     let c = cluster("faults");
     c.create_image("f", 16);
-    let m = RbdModule::new(RbdOptions {
-        timeouts: Timeouts {
-            connect: Duration::from_secs(5),
-            osd_op: OSD_OP_TIMEOUT,
-        },
-    });
-    m.register_cluster(RegisterCluster {
-        name: "c".into(),
-        config_file: Some(c.conf.clone()),
-        ..RegisterCluster::default()
-    })
-    .unwrap();
+    let m = module_with_osd_timeout(c, "c", OSD_OP_TIMEOUT);
     let bdevs = BdevRegistry::new();
     m.create_bdev(&bdevs, create_params("f", "f", "c", 4096))
         .unwrap();

@@ -69,6 +69,8 @@ pub enum BdevKind {
     Null,
     /// RAM.
     Malloc,
+    /// An existing RBD image (`--rbd-conf`, `--rbd-image`; its size, not `--size-mib`).
+    Rbd,
 }
 
 /// Command line.
@@ -112,6 +114,13 @@ pub struct Args {
     /// Device size in MiB.
     #[arg(long, default_value_t = 1024)]
     pub size_mib: u64,
+    /// `--bdev rbd`: the cluster's ceph.conf (registered as one cluster, as
+    /// `bdev_rbd_register_cluster` does).
+    #[arg(long)]
+    pub rbd_conf: Option<std::path::PathBuf>,
+    /// `--bdev rbd`: the image in pool `rbd`.
+    #[arg(long, default_value = "bench")]
+    pub rbd_image: String,
     /// Logical block size of the device.
     #[arg(long, default_value_t = 4096)]
     pub block_size: u32,
@@ -523,6 +532,9 @@ fn main() {
         TransportKind::Tcp => tcp::run(&a),
         TransportKind::Fabric => fabric_only::run(&a),
     };
+    // The target has stopped: close the RBD image, as rtgt does at exit, so that its watch and
+    // exclusive lock do not outlive the process (the next run would wait for them).
+    nvme::close_rbd();
     let (h, w) = match out {
         Ok(x) => x,
         Err(e) => {

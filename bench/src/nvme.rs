@@ -33,14 +33,61 @@ pub fn target(
         }
     }
     t.transport(transport, opts);
-    let blocks = (a.size_mib << 20) / u64::from(a.block_size);
+    let mut blocks = (a.size_mib << 20) / u64::from(a.block_size);
     match a.bdev {
-        BdevKind::Null => t.null("bench0", blocks, a.block_size),
-        BdevKind::Malloc => t.malloc("bench0", blocks, a.block_size),
+        BdevKind::Null => drop(t.null("bench0", blocks, a.block_size)),
+        BdevKind::Malloc => drop(t.malloc("bench0", blocks, a.block_size)),
+        BdevKind::Rbd => blocks = rbd_bdev(&t, a)?,
     };
     t.subsystem(NQN, true);
     t.add_ns(NQN, "bench0");
     Ok((t, blocks))
+}
+
+/// The RBD module and the bdevs of a `--bdev rbd` run, closed by [`close_rbd`].
+type RbdRun = (
+    Arc<bdev_rbd::RbdModule>,
+    Arc<target_core::bdev::BdevRegistry>,
+);
+static RBD: std::sync::Mutex<Option<RbdRun>> = std::sync::Mutex::new(None);
+
+/// After the target stopped: closes the RBD image and cluster connection of a `--bdev rbd` run
+/// (the module's exit path in rtgt).
+pub fn close_rbd() {
+    if let Some((m, bdevs)) = RBD.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        m.close_all(&bdevs);
+    }
+}
+
+/// `--bdev rbd`: registers the cluster of `--rbd-conf` and opens `rbd/<--rbd-image>` as bdev
+/// `bench0` (what `bdev_rbd_register_cluster` and `bdev_rbd_create` do); returns its blocks.
+fn rbd_bdev(t: &TestTarget, a: &Args) -> Result<u64, String> {
+    let conf = a
+        .rbd_conf
+        .as_ref()
+        .ok_or("--bdev rbd needs --rbd-conf (a ceph.conf)")?;
+    let m = bdev_rbd::RbdModule::new(bdev_rbd::RbdOptions::default());
+    m.register_cluster(bdev_rbd::params::RegisterCluster {
+        name: "bench".into(),
+        config_file: Some(conf.display().to_string()),
+        ..Default::default()
+    })
+    .map_err(|e| format!("bdev_rbd_register_cluster: {e}"))?;
+    m.create_bdev(
+        t.target.bdevs(),
+        bdev_rbd::params::Create {
+            name: Some("bench0".into()),
+            pool_name: "rbd".into(),
+            rbd_name: a.rbd_image.clone(),
+            block_size: a.block_size,
+            cluster_name: Some("bench".into()),
+            ..Default::default()
+        },
+    )
+    .map_err(|e| format!("bdev_rbd_create: {e}"))?;
+    *RBD.lock().unwrap_or_else(|e| e.into_inner()) = Some((m, Arc::clone(t.target.bdevs())));
+    let b = t.target.bdevs().get("bench0").ok_or("bench0 is missing")?;
+    Ok(b.num_blocks())
 }
 
 /// Runs the benchmark.

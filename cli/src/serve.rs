@@ -419,6 +419,16 @@ async fn rpc_main(
     {
         tracing::error!("target shutdown did not finish within 30 s");
     }
+    // Bdev modules release what outlives the process otherwise (an RBD image's watch stays on
+    // the cluster until it times the client out).
+    let t = Arc::clone(&target);
+    let fini = tokio::task::spawn_blocking(move || t.fini_bdev_modules());
+    if tokio::time::timeout(Duration::from_secs(60), fini)
+        .await
+        .is_err()
+    {
+        tracing::error!("bdev modules did not finish closing within 60 s");
+    }
     match stop {
         Stop::Signal(_) => Ok(ExitCode::SUCCESS),
         Stop::Failed(e) => Err(e),

@@ -414,6 +414,13 @@ pub trait TransportPollGroup: Any {
     /// poll group: NVMe transports hand the change to each admin queue that lives here
     /// (`nvme_exec::Queue::namespaces_changed`), which answers the parked AERs to complete.
     fn namespaces_changed(&mut self, _core: &mut PgCore, _subsystem: u32, _nsids: &[u32]) {}
+    /// The bdevs of namespaces `nsids` of a subsystem changed size, and the subsystem resumed
+    /// on this poll group. NVMe transports need nothing more than a namespace change (the
+    /// default: a Namespace Attribute Changed notice listing them); SCSI transports establish
+    /// CAPACITY DATA HAS CHANGED on every nexus here that sees one of those LUs.
+    fn namespaces_resized(&mut self, core: &mut PgCore, subsystem: u32, nsids: &[u32]) {
+        self.namespaces_changed(core, subsystem, nsids);
+    }
     /// The SCSI target port group states of the LUs of namespaces `nsids` of a subsystem
     /// changed, and the subsystem resumed on this poll group: SCSI transports establish
     /// ASYMMETRIC ACCESS STATE CHANGED on every nexus of those LUs that lives here.

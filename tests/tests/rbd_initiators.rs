@@ -4,7 +4,10 @@
 //! NVMe/RDMA namespace (4096-byte blocks), the other an SRP LUN (512-byte blocks), and rtgt's
 //! own test initiators on the simulated fabric write, read back and compare data on them, with
 //! each subsystem paused and resumed while the host has I/O outstanding: commands sent while
-//! paused wait until the resume and then complete with the right data.
+//! paused wait until the resume and then complete with the right data. Images resized by
+//! another client (`rbd resize`) or by `bdev_rbd_resize` reach both hosts: a Namespace Attribute
+//! Changed notice and the new Identify size, CAPACITY DATA HAS CHANGED and the new READ
+//! CAPACITY; an image shrunk under its export keeps the exported size.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -12,11 +15,13 @@ use std::time::{Duration, Instant};
 use rpc::RpcState;
 use rtgt_tests::ceph::CephCluster;
 use rtgt_tests::nvme_host::{
-    ConnectOpts, Data as NvmeData, HOSTNQN, HostCtrl, Mode, Workload, pattern, read_sqe,
+    ConnectOpts, Data as NvmeData, HOSTNQN, HostCtrl, Mode, Workload, nsid_list, pattern, read_sqe,
     read_verify, write_read_verify, write_sqe,
 };
 use rtgt_tests::rpc_rig::Rig;
-use rtgt_tests::srp_initiator::{Data as SrpData, Layout, LoginParams, SrpInitiator, rw10, split};
+use rtgt_tests::srp_initiator::{
+    Data as SrpData, Layout, LoginParams, SrpInitiator, cdb, rw10, split,
+};
 use rtgt_tests::{HOST_IP, TARGET_IP, TestTarget};
 use serde_json::{Value, json};
 use transport_srp::proto::PortId;
@@ -107,14 +112,28 @@ fn call_in_background(
     })
 }
 
-fn nvme_over_rbd(r: &Rig) {
-    const BS: usize = 4096;
-    const BLOCKS: u32 = 8;
+fn nvme_connect(r: &Rig) -> HostCtrl {
     let mut o = ConnectOpts::new(NVME_NQN, HOSTNQN);
     o.src = Some(HOST_IP.parse().expect("ip"));
     o.io_queues = 1;
     let to: SocketAddr = format!("{TARGET_IP}:{NVME_PORT}").parse().expect("addr");
-    let mut ctrl = HostCtrl::connect(&r.tt.fabric, to, o).expect("connect");
+    HostCtrl::connect(&r.tt.fabric, to, o).expect("connect")
+}
+
+fn srp_login(r: &Rig) -> SrpInitiator {
+    let to = SocketAddr::new(TARGET_IP.parse().expect("ip"), SRP_PORT);
+    let mut p = LoginParams::linux(
+        PortId::from_halves(0, 1),
+        transport_srp::port_id::derived_target_port_id(SRP_NQN),
+    );
+    p.src = Some(SocketAddr::new(HOST_IP.parse().expect("ip"), 0));
+    SrpInitiator::login(&r.tt.fabric, to, &p).expect("login")
+}
+
+fn nvme_over_rbd(r: &Rig) {
+    const BS: usize = 4096;
+    const BLOCKS: u32 = 8;
+    let mut ctrl = nvme_connect(r);
     assert_eq!(
         ctrl.namespace(1).expect("identify namespace"),
         ((MIB << 20) / BS as u64, BS as u32)
@@ -228,13 +247,7 @@ fn nvme_over_rbd(r: &Rig) {
 fn srp_over_rbd(r: &Rig) {
     const BS: u32 = 512;
     const CHUNK: usize = 64 << 10;
-    let to = SocketAddr::new(TARGET_IP.parse().expect("ip"), SRP_PORT);
-    let mut p = LoginParams::linux(
-        PortId::from_halves(0, 1),
-        transport_srp::port_id::derived_target_port_id(SRP_NQN),
-    );
-    p.src = Some(SocketAddr::new(HOST_IP.parse().expect("ip"), 0));
-    let mut s = SrpInitiator::login(&r.tt.fabric, to, &p).expect("login");
+    let mut s = srp_login(r);
 
     // 4 MiB in 64 KiB writes (direct, indirect and immediate descriptors), read back.
     let chunks = 64u32;
@@ -328,6 +341,136 @@ fn srp_over_rbd(r: &Rig) {
     s.logout().expect("logout");
 }
 
+fn tur(s: &mut SrpInitiator) -> Option<(u8, u8, u8)> {
+    s.run(0, &cdb::tur(), &SrpData::None, Layout::Direct)
+        .expect("TEST UNIT READY")
+        .sense_key()
+}
+
+/// READ CAPACITY(16)'s last LBA.
+fn last_lba(s: &mut SrpInitiator) -> u64 {
+    let r = s
+        .run(
+            0,
+            &cdb::read_capacity16(),
+            &SrpData::In(vec![(0, 32)]),
+            Layout::Direct,
+        )
+        .expect("READ CAPACITY(16)");
+    assert_eq!(r.status, 0, "READ CAPACITY(16): {:?}", r.sense_key());
+    u64::from_be_bytes(s.mem()[0..8].try_into().expect("8 bytes"))
+}
+
+/// The next unit attention of LUN 0, waiting up to 20 s for one.
+fn next_ua(s: &mut SrpInitiator) -> Option<(u8, u8, u8)> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match tur(s) {
+            None if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            k => return k,
+        }
+    }
+}
+
+fn num_blocks(r: &Rig, bdev: &str) -> u64 {
+    r.ok("bdev_get_bdevs", json!({"name": bdev}))[0]["num_blocks"]
+        .as_u64()
+        .expect("num_blocks")
+}
+
+/// Both images grow outside rtgt (`rbd resize`, noticed through the image watch) and through
+/// `bdev_rbd_resize`; the hosts hear of it. An image shrunk under its export is refused as SPDK
+/// does (the bdev keeps its size; nothing reaches the hosts).
+fn resized_images(c: &CephCluster, r: &Rig) {
+    let mut ctrl = nvme_connect(r);
+    let mut s = srp_login(r);
+    while tur(&mut s).is_some() {}
+    assert_eq!(last_lba(&mut s), (MIB << 20) / 512 - 1);
+    for (how, mib) in [("rbd resize", 24u64), ("bdev_rbd_resize", 32)] {
+        let aer = ctrl.park_aer(1 << 8);
+        if how == "rbd resize" {
+            for image in ["rbd/nvme0", "rbd/srp0"] {
+                c.rbd(&["resize", image, "--size", &format!("{mib}M")]);
+            }
+        } else {
+            for bdev in ["Rbd0", "Rbd1"] {
+                let p = json!({"name": bdev, "new_size": mib});
+                assert_eq!(r.ok("bdev_rbd_resize", p), true);
+            }
+        }
+        let done = ctrl.admin.wait(aer).expect("AER").ok().expect("AER status");
+        assert_eq!(
+            done.cqe.dw0, 0x0004_0002,
+            "{how}: Namespace Attribute Changed"
+        );
+        let log = ctrl
+            .get_log(0x04, 0xFFFF_FFFF, 0, 4096, false)
+            .expect("log 04h");
+        assert_eq!(nsid_list(&log), [1], "{how}: Changed Namespace List");
+        assert_eq!(
+            ctrl.namespace(1).expect("identify namespace"),
+            ((mib << 20) / 4096, 4096),
+            "{how}: NSZE"
+        );
+        assert_eq!(
+            next_ua(&mut s),
+            Some((0x6, 0x2a, 0x09)),
+            "{how}: CAPACITY DATA HAS CHANGED"
+        );
+        assert_eq!(
+            last_lba(&mut s),
+            (mib << 20) / 512 - 1,
+            "{how}: READ CAPACITY"
+        );
+        // The new blocks take I/O.
+        let lba = u32::try_from((mib << 20) / 512 - 8).expect("lba");
+        let rsp = s
+            .write(0, lba, 512, 0, &srp_pattern(lba, 4096), Layout::Direct)
+            .expect("write");
+        assert_eq!(
+            rsp.status,
+            0,
+            "{how}: WRITE at the new end: {:?}",
+            rsp.sense_key()
+        );
+    }
+    // Shrunk by another client: the exported bdev keeps its size (SPDK's bdev layer refuses a
+    // block count below the current one while the bdev is open) and the hosts hear nothing.
+    let aer = ctrl.park_aer(1 << 8);
+    c.rbd(&["resize", "rbd/nvme0", "--size", "16M", "--allow-shrink"]);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        num_blocks(r, "Rbd0"),
+        (32 << 20) / 4096,
+        "the export keeps its size"
+    );
+    ctrl.admin
+        .assert_none_complete_for(&[aer], Duration::from_millis(500));
+    assert_eq!(ctrl.namespace(1).expect("identify").0, (32 << 20) / 4096);
+    // The shrink really happened: librbd refuses a read past the image's new end.
+    let past = ctrl.io[0]
+        .cmd(
+            read_sqe(1, (20 << 20) / 4096, 1),
+            NvmeData::KeyedRead {
+                len: 4096,
+                invalidate: true,
+            },
+        )
+        .expect("read past the shrunk image");
+    assert!(
+        !past.cqe.status.is_success(),
+        "a read past the image's end succeeded"
+    );
+    // Grown again past the export: the watch (which handled the shrink before, in order) makes
+    // the namespace follow.
+    c.rbd(&["resize", "rbd/nvme0", "--size", "40M"]);
+    let done = ctrl.admin.wait(aer).expect("AER").ok().expect("AER status");
+    assert_eq!(done.cqe.dw0, 0x0004_0002);
+    assert_eq!(ctrl.namespace(1).expect("identify").0, (40 << 20) / 4096);
+    ctrl.shutdown().expect("shutdown");
+    s.logout().expect("logout");
+}
+
 /// The bytes written at `lba` (differs per LBA, so misplaced data shows).
 fn srp_pattern(lba: u32, len: usize) -> Vec<u8> {
     rtgt_tests::srp_initiator::pattern(u64::from(lba) + 1, len)
@@ -339,6 +482,7 @@ fn nvme_and_srp_initiators_verify_io_on_rbd_bdevs_across_pause_and_resume() {
     let r = gateway(&c);
     nvme_over_rbd(&r);
     srp_over_rbd(&r);
+    resized_images(&c, &r);
     // The volumes are still there and the cluster can be detached cleanly.
     assert_eq!(r.ok("bdev_rbd_delete", json!({"name": "Rbd0"})), true);
     assert_eq!(r.ok("bdev_rbd_delete", json!({"name": "Rbd1"})), true);

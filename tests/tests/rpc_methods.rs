@@ -33,6 +33,7 @@ fn rpc_get_methods_lists_every_method() {
         "bdev_malloc_delete",
         "bdev_null_create",
         "bdev_null_delete",
+        "bdev_null_resize",
         "bdev_aio_create",
         "bdev_aio_delete",
         "bdev_uring_create",
@@ -235,6 +236,28 @@ fn bdev_create_get_delete_and_errors() {
             json!({"name": "Null0", "num_blocks": 100, "block_size": 4096})
         ),
         json!("Null0")
+    );
+    // bdev_null_resize (MiB, as SPDK): grows, never shrinks, only null bdevs.
+    assert_eq!(
+        r.ok("bdev_null_resize", json!({"name": "Null0", "new_size": 1})),
+        true
+    );
+    assert_eq!(
+        r.ok("bdev_get_bdevs", json!({"name": "Null0"}))[0]["num_blocks"],
+        256
+    );
+    assert_code(
+        &r.err("bdev_null_resize", json!({"name": "Null0", "new_size": 0})),
+        -22,
+        "must not be smaller",
+    );
+    assert_code(
+        &r.err(
+            "bdev_null_resize",
+            json!({"name": "Malloc0", "new_size": 8}),
+        ),
+        -19,
+        "null bdev 'Malloc0' not found",
     );
 
     let all = r.ok("bdev_get_bdevs", Value::Null);

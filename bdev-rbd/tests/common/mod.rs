@@ -129,7 +129,17 @@ pub fn test_options() -> RbdOptions {
 
 /// A module with this cluster registered as `name` (through its ceph.conf).
 pub fn module_with(c: &TestCluster, name: &str) -> Arc<RbdModule> {
-    let m = RbdModule::new(test_options());
+    module_with_osd_timeout(c, name, test_options().timeouts.osd_op)
+}
+
+/// [`module_with`], I/O failing after `osd_op` without an answer from its OSD.
+pub fn module_with_osd_timeout(c: &TestCluster, name: &str, osd_op: Duration) -> Arc<RbdModule> {
+    let m = RbdModule::new(RbdOptions {
+        timeouts: Timeouts {
+            osd_op,
+            ..test_options().timeouts
+        },
+    });
     m.register_cluster(RegisterCluster {
         name: name.into(),
         config_file: Some(c.conf.clone()),

@@ -31,7 +31,7 @@ pub use delay::{DELAY_CLAIM_MODULE, DELAY_PRODUCT_NAME, DelayBdev, DelayLatency,
 pub use malloc::{MallocBdev, MallocParams};
 pub use null::{NullBdev, NullParams};
 pub use qos::{MBYTE, MIN_IOS_PER_SEC, Qos, QosLimits, TIMESLICE_NS};
-pub use registry::{BdevRegistry, Claim};
+pub use registry::{BdevRegistry, Claim, ResizeHook};
 pub use stats::{
     ChannelStats, HIST_BUCKETS, HistKind, Histogram, IoStatSnapshot, ResetMode, hist_bound_secs,
     hist_bucket,
@@ -227,6 +227,9 @@ pub enum BdevError {
         /// Who holds the claim.
         by: String,
     },
+    /// The bdev is in use and cannot change this way (shrinking an exported bdev).
+    #[error("{0}")]
+    InUse(String),
     /// An OS error.
     #[error("{context}: {source}")]
     Io {
@@ -245,6 +248,7 @@ impl BdevError {
             BdevError::NotFound(_) => -libc::ENODEV,
             BdevError::Invalid(_) => -libc::EINVAL,
             BdevError::Claimed { .. } => -libc::EPERM,
+            BdevError::InUse(_) => -libc::EBUSY,
             BdevError::Io { source, .. } => -source.raw_os_error().unwrap_or(libc::EIO),
         }
     }
@@ -409,6 +413,17 @@ impl IoChannel {
     /// The bdev behind this channel.
     pub fn bdev(&self) -> &Arc<dyn Bdev> {
         &self.bdev
+    }
+
+    /// The block count I/Os are checked against: the bdev's when the channel opened, until
+    /// its owner applies a resize here (by message, on its reactor).
+    pub fn num_blocks(&self) -> u64 {
+        self.num_blocks
+    }
+
+    /// Checks I/Os against `num_blocks` from now on (the bdev was resized).
+    pub fn set_num_blocks(&mut self, num_blocks: u64) {
+        self.num_blocks = num_blocks;
     }
 
     /// Starts an I/O. Invalid I/Os (out of range, buffers too small, unsupported) complete with

@@ -1,11 +1,12 @@
 //! `null`: a device that discards writes and leaves read buffers untouched, for benchmarks.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::json;
 
 use super::malloc::check_block_size;
-use super::{Bdev, BdevChannel, BdevError, BdevIo, Completed, IoStatus, IoType};
+use super::{Bdev, BdevChannel, BdevError, BdevIo, BdevRegistry, Completed, IoStatus, IoType};
 
 /// Parameters of `bdev_null_create`.
 #[derive(Debug, Clone)]
@@ -27,6 +28,8 @@ pub struct NullParams {
 pub struct NullBdev {
     params: NullParams,
     uuid: uuid::Uuid,
+    /// The size now (`params.num_blocks` is the size it was created with).
+    num_blocks: AtomicU64,
 }
 
 impl NullBdev {
@@ -39,7 +42,39 @@ impl NullBdev {
             ));
         }
         let uuid = params.uuid.unwrap_or_else(uuid::Uuid::new_v4);
-        Ok(Arc::new(Self { params, uuid }))
+        Ok(Arc::new(Self {
+            num_blocks: AtomicU64::new(params.num_blocks),
+            params,
+            uuid,
+        }))
+    }
+
+    /// Finds the null bdev `name` among `bdevs`.
+    pub fn lookup(bdevs: &BdevRegistry, name: &str) -> Option<Arc<NullBdev>> {
+        let any: Arc<dyn std::any::Any + Send + Sync> = bdevs.get(name)?;
+        any.downcast::<NullBdev>().ok()
+    }
+
+    /// `bdev_null_resize`: grows the device to `new_size_mib` MiB and tells `bdevs`' resize
+    /// hooks. As SPDK, it never shrinks (`EINVAL`), and the new size is rounded down to whole
+    /// blocks.
+    pub fn resize(&self, bdevs: &BdevRegistry, new_size_mib: u64) -> Result<(), BdevError> {
+        let bs = u64::from(self.params.block_size);
+        let old = self.num_blocks();
+        let new_bytes = new_size_mib.checked_mul(1024 * 1024).ok_or_else(|| {
+            BdevError::Invalid(format!("new_size {new_size_mib} MiB is too large"))
+        })?;
+        if new_bytes < old * bs {
+            return Err(BdevError::Invalid(format!(
+                "The new bdev size must not be smaller than current bdev size ({} MiB < {} \
+                 bytes)",
+                new_size_mib,
+                old * bs
+            )));
+        }
+        bdevs.change_blockcnt(self.name(), old, new_bytes / bs, |n| {
+            self.num_blocks.store(n, Ordering::Release);
+        })
     }
 }
 
@@ -54,7 +89,7 @@ impl Bdev for NullBdev {
         self.params.block_size
     }
     fn num_blocks(&self) -> u64 {
-        self.params.num_blocks
+        self.num_blocks.load(Ordering::Acquire)
     }
     fn physical_block_size(&self) -> u32 {
         if self.params.physical_block_size == 0 {
@@ -83,7 +118,7 @@ impl Bdev for NullBdev {
             "method": "bdev_null_create",
             "params": {
                 "name": self.params.name,
-                "num_blocks": self.params.num_blocks,
+                "num_blocks": self.num_blocks(),
                 "block_size": self.params.block_size,
                 "physical_block_size": self.physical_block_size(),
                 "uuid": self.uuid.to_string(),

@@ -59,11 +59,16 @@ impl Entry {
     }
 }
 
+/// Told a bdev's name after its block count changed (see [`BdevRegistry::change_blockcnt`]).
+/// Runs on the thread that changed the size, never on a reactor's I/O path; it must not block.
+pub type ResizeHook = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// All bdevs, in creation order (the order save_config replays them).
 #[derive(Default)]
 pub struct BdevRegistry {
     entries: Mutex<Vec<(String, Entry)>>,
     malloc_seq: AtomicU32,
+    resize_hooks: Mutex<Vec<ResizeHook>>,
 }
 
 impl std::fmt::Debug for BdevRegistry {
@@ -179,6 +184,53 @@ impl BdevRegistry {
             .iter()
             .find(|(n, _)| n == name)
             .and_then(|(_, e)| e.claim.clone())
+    }
+
+    /// Adds a hook told of every bdev resize (the target re-reads its namespaces from it).
+    pub fn on_resize(&self, hook: ResizeHook) {
+        self.resize_hooks.lock().push(hook);
+    }
+
+    /// A bdev's block count changes from `old` to `new` (SPDK's
+    /// `spdk_bdev_notify_blockcnt_change`): `apply` stores the new count in the bdev, then the
+    /// resize hooks hear of it. As in SPDK, a bdev that is in use (claimed, e.g. by a
+    /// namespace, or with an I/O channel open) cannot shrink: `EBUSY`, and `apply` is not
+    /// called. A bdev not (or no longer) registered is resized without telling anyone.
+    pub fn change_blockcnt(
+        &self,
+        name: &str,
+        old: u64,
+        new: u64,
+        apply: impl FnOnce(u64),
+    ) -> Result<(), BdevError> {
+        if old == new {
+            return Ok(());
+        }
+        {
+            let mut entries = self.entries.lock();
+            let entry = entries.iter_mut().find(|(n, _)| n == name).map(|(_, e)| e);
+            if let Some(e) = entry {
+                e.retire_closed();
+                if new < old && (e.claim.is_some() || !e.channels.is_empty()) {
+                    let by = e
+                        .claim
+                        .as_ref()
+                        .map_or_else(|| "open I/O channels".to_string(), |c| c.holder.clone());
+                    return Err(BdevError::InUse(format!(
+                        "bdev {name} cannot shrink from {old} to {new} blocks while it is in \
+                         use ({by})"
+                    )));
+                }
+            }
+            // The size changes under the lock, so a claim cannot slip in between.
+            apply(new);
+        }
+        tracing::info!("bdev {name}: resized from {old} to {new} blocks");
+        let hooks: Vec<ResizeHook> = self.resize_hooks.lock().clone();
+        for h in hooks {
+            h(name);
+        }
+        Ok(())
     }
 
     /// Opens an I/O channel on the calling reactor, with statistics counted for this bdev.

@@ -709,3 +709,58 @@ fn iostat_resets_and_per_channel_views_cover_open_and_closed_channels() {
         Err(BdevError::NotFound(_))
     ));
 }
+
+#[test]
+fn null_resize_grows_tells_the_hooks_and_never_shrinks_a_bdev_in_use() {
+    let reg = BdevRegistry::new();
+    let b = NullBdev::create(NullParams {
+        name: "n".into(),
+        num_blocks: 2048,
+        block_size: 512,
+        physical_block_size: 0,
+        uuid: None,
+    })
+    .unwrap();
+    reg.register(Arc::clone(&b) as Arc<dyn Bdev>).unwrap();
+    let heard = Arc::new(parking_lot::Mutex::new(Vec::<String>::new()));
+    let h = Arc::clone(&heard);
+    reg.on_resize(Arc::new(move |name| h.lock().push(name.to_string())));
+
+    b.resize(&reg, 2).unwrap();
+    assert_eq!(b.num_blocks(), 4096);
+    assert_eq!(
+        b.config()["params"]["num_blocks"],
+        4096,
+        "save_config writes the new size"
+    );
+    assert_eq!(*heard.lock(), ["n"]);
+    // The same size: nothing to tell. Smaller: EINVAL, as SPDK's bdev_null_resize.
+    b.resize(&reg, 2).unwrap();
+    let e = b.resize(&reg, 1).unwrap_err();
+    assert_eq!(e.errno(), -libc::EINVAL, "{e}");
+    assert_eq!((b.num_blocks(), heard.lock().len()), (4096, 1));
+
+    // The registry's own rule (SPDK's notify_blockcnt_change): a claimed bdev, or one with an
+    // open channel, cannot shrink; an unused one can.
+    let set = |n: u64| assert_eq!(n, 1024, "applied only when allowed");
+    reg.claim(
+        "n",
+        Claim {
+            module: "nvmf".into(),
+            holder: "nqn.x nsid 1".into(),
+        },
+    )
+    .unwrap();
+    let e = reg.change_blockcnt("n", 4096, 1024, set).unwrap_err();
+    assert_eq!(e.errno(), -libc::EBUSY);
+    assert!(e.to_string().contains("nqn.x nsid 1"), "{e}");
+    reg.release("n");
+    let ch = reg
+        .open_channel(&(Arc::clone(&b) as Arc<dyn Bdev>))
+        .unwrap();
+    let e = reg.change_blockcnt("n", 4096, 1024, set).unwrap_err();
+    assert!(e.to_string().contains("open I/O channels"), "{e}");
+    drop(ch);
+    reg.change_blockcnt("n", 4096, 1024, set).unwrap();
+    assert_eq!(heard.lock().len(), 2);
+}

@@ -239,6 +239,12 @@ impl Target {
         );
         rx.recv_timeout(Duration::from_secs(30))
             .map_err(|_| CoreError::Internal("discovery subsystem did not start".into()))??;
+        let weak = Arc::downgrade(&target);
+        target.bdevs.on_resize(Arc::new(move |name| {
+            if let Some(t) = weak.upgrade() {
+                t.bdev_resized(name);
+            }
+        }));
         Ok(target)
     }
 
@@ -950,6 +956,39 @@ impl Target {
         Ok(())
     }
 
+    /// Bdev `bdev_name` changed size: every subsystem with a namespace on it pauses its admin
+    /// commands (I/O keeps flowing, as SPDK's pause(0) on a resize) and resumes. On the resume
+    /// each poll group re-reads the namespace (its I/O channel checks the new size), NVMe
+    /// controllers get a Namespace Attribute Changed notice listing it, SCSI nexuses that see
+    /// the LU a CAPACITY DATA HAS CHANGED unit attention. Returns at once; the change runs by
+    /// messages to the reactors, after the subsystem's earlier changes.
+    pub fn bdev_resized(self: &Arc<Self>, bdev_name: &str) {
+        for sub in self.subsystems() {
+            let on_it =
+                sub.with_config(|c| c.namespaces.values().any(|n| n.bdev_name == bdev_name));
+            if !on_it {
+                continue;
+            }
+            let f = Box::new(|s: &Arc<Subsystem>| {
+                s.ns_generation.fetch_add(1, Ordering::AcqRel);
+                Ok((0, None))
+            });
+            let (nqn, bdev) = (sub.nqn().to_string(), bdev_name.to_string());
+            state::submit(
+                self,
+                &sub,
+                Change::Modify {
+                    scope: PauseScope::Admin,
+                    f,
+                },
+                Box::new(move |r| match r {
+                    Ok(_) => tracing::info!("subsystem {nqn}: bdev {bdev} resized, hosts told"),
+                    Err(e) => tracing::warn!("subsystem {nqn}: resize of bdev {bdev}: {e}"),
+                }),
+            );
+        }
+    }
+
     /// Makes namespace `nsid` of `nqn` visible (`visible`) or hidden to `host`
     /// (`nvmf_ns_add_host` / `nvmf_ns_remove_host`). Only a namespace added with
     /// `no_auto_visible` has per-host visibility (SPDK refuses the others too). The namespace
@@ -1304,6 +1343,16 @@ impl Target {
             t.destroy();
         }
         tracing::info!("target stopped");
+    }
+
+    /// At exit, after [`Target::shutdown`]: each bdev module whose state exists releases what
+    /// it holds (its `fini`). Blocking: call it off the async runtime's threads.
+    pub fn fini_bdev_modules(&self) {
+        for m in crate::bdev::module::modules() {
+            if let (Some(fini), Some(state)) = (m.fini, self.bdev_modules.existing(m)) {
+                fini(&state, &self.bdevs);
+            }
+        }
     }
 }
 

@@ -105,6 +105,14 @@ impl NsInfo {
             .is_none_or(|hosts| hosts.iter().any(|h| h == host))
     }
 
+    /// `now` is this namespace with another size and at most another visibility or ANA group:
+    /// its bdev was resized.
+    fn resized_to(&self, now: &NsInfo) -> bool {
+        let mut mine = self.clone();
+        mine.num_blocks = now.num_blocks;
+        self.num_blocks != now.num_blocks && mine.same_but_visibility(now)
+    }
+
     /// Everything but who sees it and its ANA group is the same: the namespace's channel can
     /// stay open when a host is added or removed or the namespace moves to another ANA group
     /// (control path).
@@ -114,6 +122,15 @@ impl NsInfo {
         mine.anagrpid = other.anagrpid;
         mine == *other
     }
+}
+
+/// What a poll group found when it re-read a subsystem's namespaces.
+#[derive(Debug, Default)]
+struct NsChanges {
+    /// Added, removed, replaced, or seen by other hosts.
+    changed: Vec<u32>,
+    /// Same bdev, new size.
+    resized: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -733,18 +750,19 @@ impl PgCore {
     }
 
     /// Brings the namespace channels in line with the subsystem's configuration.
-    fn sync_namespaces(&mut self, id: u32) -> Result<Vec<u32>, CoreError> {
+    fn sync_namespaces(&mut self, id: u32) -> Result<NsChanges, CoreError> {
         let Some(sg) = self.sg(id) else {
-            return Ok(Vec::new());
+            return Ok(NsChanges::default());
         };
         let sub = Arc::clone(&sg.sub);
         let generation = sub.ns_generation.load(Ordering::Acquire);
         if generation == sg.generation && !sg.ns.is_empty() {
-            return Ok(Vec::new());
+            return Ok(NsChanges::default());
         }
         let (limit, config_ns): (u32, Vec<Namespace>) =
             sub.with_config(|c| (c.ns_limit(), c.namespaces.values().cloned().collect()));
         let mut changed = Vec::new();
+        let mut resized = Vec::new();
         let mut slots: Vec<Option<NsGroup>> =
             std::mem::take(&mut self.sg_mut(id).expect("checked").ns);
         slots.resize_with(limit as usize, || None);
@@ -757,6 +775,13 @@ impl PgCore {
                     if Arc::ptr_eq(&g.bdev, &c.bdev) && Arc::ptr_eq(&g.resv, &c.reservation) =>
                 {
                     let now = NsInfo::of(c);
+                    if g.info.resized_to(&now) {
+                        // The bdev changed size: the channel stays open and checks I/O
+                        // against the new size from now on.
+                        g.info.num_blocks = now.num_blocks;
+                        g.channel.set_num_blocks(now.num_blocks);
+                        resized.push(nsid);
+                    }
                     if g.info != now && g.info.same_but_visibility(&now) {
                         g.info = now;
                         changed.push(nsid);
@@ -798,7 +823,7 @@ impl PgCore {
         }
         result.map(|()| {
             changed.sort_unstable();
-            changed
+            NsChanges { changed, resized }
         })
     }
 
@@ -1037,7 +1062,7 @@ impl PollGroup {
                 if self.core.sg(id).is_none() {
                     return step.next(Ok(()));
                 }
-                let changed = match self.core.sync_namespaces(id) {
+                let NsChanges { changed, resized } = match self.core.sync_namespaces(id) {
                     Ok(c) => c,
                     Err(e) => return step.next(Err(e)),
                 };
@@ -1054,6 +1079,11 @@ impl PollGroup {
                 if !changed.is_empty() || ana_moved {
                     for t in self.transports.iter_mut().flatten() {
                         t.namespaces_changed(&mut self.core, id, &changed);
+                    }
+                }
+                if !resized.is_empty() {
+                    for t in self.transports.iter_mut().flatten() {
+                        t.namespaces_resized(&mut self.core, id, &resized);
                     }
                 }
                 if !alua_changed.is_empty() {

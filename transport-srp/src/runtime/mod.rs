@@ -395,6 +395,33 @@ impl SrpPg {
             "devices": devs,
         })
     }
+
+    /// The LUs of namespaces `nsids` of `subsystem` changed capacity: CAPACITY DATA HAS
+    /// CHANGED (2Ah/09h) for every nexus here that sees one of them. The one place a resize
+    /// raises its unit attention (today into the nexus' queue).
+    fn raise_capacity_changed(&mut self, core: &mut PgCore, subsystem: u32, nsids: &[u32]) {
+        self.establish_where_seen(core, subsystem, nsids, UnitAttention::CapacityDataChanged);
+    }
+
+    /// Establishes `ua` on every nexus of `subsystem` here that sees one of the LUs of
+    /// namespaces `nsids`.
+    fn establish_where_seen(
+        &mut self,
+        core: &mut PgCore,
+        subsystem: u32,
+        nsids: &[u32],
+        ua: UnitAttention,
+    ) {
+        for (_, c) in self.chans.iter_mut().filter(|(_, c)| c.sub_id == subsystem) {
+            let sees = nsids.iter().any(|&n| {
+                u16::try_from(n.saturating_sub(1))
+                    .is_ok_and(|lun| self.scsi.lu_visible(core, subsystem, lun, &c.scsi))
+            });
+            if sees {
+                c.ua.establish(ua);
+            }
+        }
+    }
 }
 
 impl TransportPollGroup for SrpPg {
@@ -455,18 +482,21 @@ impl TransportPollGroup for SrpPg {
         }
     }
 
+    fn namespaces_resized(&mut self, core: &mut PgCore, subsystem: u32, nsids: &[u32]) {
+        // READ CAPACITY answers from the LU map: rebuild it with the new sizes.
+        self.scsi.invalidate(subsystem);
+        self.raise_capacity_changed(core, subsystem, nsids);
+    }
+
     fn alua_changed(&mut self, core: &mut PgCore, subsystem: u32, nsids: &[u32]) {
         // ASYMMETRIC ACCESS STATE CHANGED on every nexus (through every port) that sees one of
         // the LUs, as SPC-4 requires after an implicit change.
-        for (_, c) in self.chans.iter_mut().filter(|(_, c)| c.sub_id == subsystem) {
-            let sees = nsids.iter().any(|&n| {
-                u16::try_from(n.saturating_sub(1))
-                    .is_ok_and(|lun| self.scsi.lu_visible(core, subsystem, lun, &c.scsi))
-            });
-            if sees {
-                c.ua.establish(UnitAttention::AsymmetricAccessStateChanged);
-            }
-        }
+        self.establish_where_seen(
+            core,
+            subsystem,
+            nsids,
+            UnitAttention::AsymmetricAccessStateChanged,
+        );
     }
 
     fn disconnect_host(&mut self, core: &mut PgCore, subsystem: u32, host: &str) {

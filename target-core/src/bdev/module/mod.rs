@@ -21,6 +21,7 @@
 //!     }],
 //!     state: None,
 //!     config: None,
+//!     fini: None,
 //! });
 //! ```
 
@@ -166,6 +167,10 @@ pub struct BdevModuleOps {
     /// The calls save_config writes for the module itself, before any bdev (the RBD module's
     /// cluster registrations). Each bdev's own create call comes from [`super::Bdev::config`].
     pub config: Option<fn(&MethodCtx) -> Vec<Value>>,
+    /// At exit, after the target stopped (no host connected, no I/O channel open): releases
+    /// what the module holds outside the process (the RBD module closes its images, so their
+    /// watches go at once, and its cluster connections). Blocking, bounded by the module.
+    pub fini: Option<fn(&ModuleState, &super::BdevRegistry)>,
 }
 
 /// Every registered bdev module (filled at link time).
@@ -256,6 +261,15 @@ pub(crate) struct ModuleStates {
 }
 
 impl ModuleStates {
+    /// The state of `module` if it was created.
+    pub(crate) fn existing(&self, module: &BdevModuleOps) -> Option<ModuleState> {
+        let states = self.states.lock();
+        states
+            .iter()
+            .find(|(n, _)| *n == module.name)
+            .map(|(_, s)| Arc::clone(s))
+    }
+
     pub(crate) fn get(&self, module: &BdevModuleOps) -> Option<ModuleState> {
         let make = module.state?;
         let mut states = self.states.lock();

@@ -1,4 +1,4 @@
-//! The null bdev module's methods: `bdev_null_create`, `bdev_null_delete`.
+//! The null bdev module's methods: `bdev_null_create`, `bdev_null_delete`, `bdev_null_resize`.
 
 use rpc_spec::ValueKind::*;
 use rpc_spec::{Complete, Prints, m, o, pos, prints};
@@ -120,9 +120,26 @@ crate::register_bdev_module!(
                 run: delete,
                 fields: rpc_spec::struct_fields::<Name>,
             },
+            BdevMethod {
+                spec: prints(
+                    m(
+                        "bdev_null_resize",
+                        "Resize a null bdev",
+                        &[
+                            pos(0, "name", Str, "Name of null bdev")
+                                .comp(Complete::BdevOf(PRODUCT)),
+                            pos(1, "new_size", Int, "New size of null bdev in MiB"),
+                        ]
+                    ),
+                    Prints::Json
+                ),
+                run: resize,
+                fields: rpc_spec::struct_fields::<Resize>,
+            },
         ],
         state: None,
         config: None,
+        fini: None,
     }
 );
 
@@ -200,5 +217,25 @@ fn delete(ctx: MethodCtx, p: Value) -> BoxFuture<MethodResult> {
     Box::pin(async move {
         let a: Name = decode(p)?;
         delete_bdev(&ctx.target, &a.name, PRODUCT).await
+    })
+}
+
+#[derive(Deserialize)]
+struct Resize {
+    name: String,
+    new_size: u64,
+}
+
+/// `bdev_null_resize`: grows the bdev; every namespace on it then reports the new size (see
+/// [`crate::bdev::BdevRegistry::change_blockcnt`]).
+fn resize(ctx: MethodCtx, p: Value) -> BoxFuture<MethodResult> {
+    Box::pin(async move {
+        let a: Resize = decode(p)?;
+        let bdevs = ctx.target.bdevs();
+        let bdev = NullBdev::lookup(bdevs, &a.name).ok_or_else(|| {
+            MethodError::errno(-libc::ENODEV, format!("null bdev '{}' not found", a.name))
+        })?;
+        bdev.resize(bdevs, a.new_size)?;
+        Ok(Value::Bool(true))
     })
 }

@@ -49,6 +49,7 @@ crate::register_bdev_module!(
             ],
             state: None,
             config: None,
+            fini: None,
         }
 );
 
