@@ -29,12 +29,17 @@ options:
     type: str
     required: true
   state:
-    description:
-      - Whether the registration should exist. V(info) only reads it (the task fails when it
-        is not registered), for example the client address of a gateway about to be fenced.
+    description: Whether the registration should exist.
     type: str
-    choices: [present, absent, info]
+    choices: [present, absent]
     default: present
+  query:
+    description:
+      - Only read the registration (the task fails when it is not registered) and change
+        nothing; the other settings are not compared. For example the client address of a
+        gateway about to be fenced, or the survivor's wait for the OSD map.
+    type: bool
+    default: false
   user_id:
     description: Ceph user (without C(client.)).
     type: str
@@ -80,6 +85,7 @@ EXAMPLES = r"""
 - name: Wait for the map with the entry
   rtgt.target.rtgt_rbd_cluster:
     name: ceph0
+    query: true
     wait_for_latest_osdmap: true
 """
 
@@ -126,7 +132,8 @@ def main():
     spec = rpc_argument_spec()
     spec.update(
         name=dict(type="str", required=True),
-        state=dict(type="str", default="present", choices=["present", "absent", "info"]),
+        state=dict(type="str", default="present", choices=["present", "absent"]),
+        query=dict(type="bool", default=False),
         user_id=dict(type="str"),
         config_file=dict(type="path"),
         key_file=dict(type="path", no_log=False),
@@ -139,13 +146,13 @@ def main():
     result = dict(changed=False, cluster={})
     try:
         have = current(client, p["name"])
-        if p["state"] == "absent":
+        if p["state"] == "absent" and not p["query"]:
             if have is not None:
                 result["changed"] = True
                 if not module.check_mode:
                     client.call("bdev_rbd_unregister_cluster", {"name": p["name"]})
             module.exit_json(**result)
-        if p["state"] == "info" and have is None:
+        if p["query"] and have is None:
             module.fail_json(msg="cluster %s is not registered" % p["name"], **result)
         want = wanted(p)
         if have is None:
@@ -155,7 +162,7 @@ def main():
             params = dict(want, name=p["name"])
             client.call("bdev_rbd_register_cluster", params)
             have = current(client, p["name"])
-        elif p["state"] == "present":
+        elif not p["query"]:
             diff = differences(have, want)
             if diff:
                 module.fail_json(

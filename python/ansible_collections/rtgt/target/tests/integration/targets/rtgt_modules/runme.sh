@@ -183,9 +183,11 @@ gw_pids=""
 # --- 7. a Ceph gateway group ---------------------------------------------------------------
 ROOT=$(cd "$HERE/../../../../../../../.." && pwd)
 PB=rtgt.target
-conf=$("$ROOT/scripts/ceph-cluster.sh" start "$ceph_dir" --owner-pid $$) \
-  || { echo "FAIL: the Ceph cluster did not start (scripts/install-deps.sh installs Ceph)" >&2; exit 1; }
-for img in lb1 lb2; do rbd --conf "$conf" create "rbd/$img" --size 16M; done
+# The Ceph tools get their own stderr: they leave a shared one non-blocking, which ansible-playbook
+# then refuses ("Ansible requires blocking IO").
+conf=$("$ROOT/scripts/ceph-cluster.sh" start "$ceph_dir" --owner-pid $$ </dev/null 2>"$work/ceph.log") \
+  || { cat "$work/ceph.log"; echo "FAIL: the Ceph cluster did not start (scripts/install-deps.sh installs Ceph)" >&2; exit 1; }
+for img in lb1 lb2; do rbd --conf "$conf" create "rbd/$img" --size 16M </dev/null 2>>"$work/ceph.log"; done
 ceph_cmd="ceph --conf $conf"
 start_daemon "$work/gw-a.sock"; pid_a=$pid
 start_daemon "$work/gw-b.sock"; pid_b=$pid
@@ -208,7 +210,7 @@ for s in json.load(sys.stdin)["result"]:
     for n in s.get("namespaces", []):
         if s["nqn"].endswith("cephgw") and n["nsid"] == '"$2"': print(n["anagrpid"])'
 }
-blocklist() { $ceph_cmd osd blocklist ls 2>/dev/null; }
+blocklist() { $ceph_cmd osd blocklist ls </dev/null 2>/dev/null; }
 
 group "ceph gateway group (build)" "$PB.ceph_gateway_group"
 expect_changed "the Ceph gateway group is built" -gt 0
@@ -269,5 +271,5 @@ expect_changed "the group is as described again" -eq 0
 
 for p in $gw_pids; do kill -TERM "$p"; wait "$p"; done
 gw_pids=""
-"$ROOT/scripts/ceph-cluster.sh" stop "$ceph_dir" >/dev/null
+"$ROOT/scripts/ceph-cluster.sh" stop "$ceph_dir" </dev/null >/dev/null 2>>"$work/ceph.log"
 echo "rtgt.target integration: all runs as expected"
