@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use bdev_rbd::params::{ClusterName, GetClustersInfo};
@@ -16,21 +15,6 @@ use target_core::bdev::{BdevRegistry, IoStatus};
 
 /// EBLOCKLISTED in Ceph is ESHUTDOWN.
 const EBLOCKLISTED: i32 = libc::ESHUTDOWN;
-
-fn ceph(c: &TestCluster, args: &[&str]) -> String {
-    let out = Command::new("ceph")
-        .arg("--conf")
-        .arg(&c.conf)
-        .args(args)
-        .output()
-        .expect("running ceph");
-    assert!(
-        out.status.success(),
-        "ceph {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[test]
 fn a_blocklisted_gateway_cannot_write_after_the_survivor_has_the_new_map() {
@@ -65,7 +49,7 @@ fn a_blocklisted_gateway_cannot_write_after_the_survivor_has_the_new_map() {
         addr_a.contains(":0/") && addr_a.starts_with("127.0.0.1"),
         "client address {addr_a}"
     );
-    ceph(c, &["osd", "blocklist", "add", &addr_a]);
+    c.ceph(&["osd", "blocklist", "add", &addr_a]);
     let t = Instant::now();
     assert!(
         b.wait_for_latest_osdmap(ClusterName {
@@ -110,10 +94,10 @@ fn a_blocklisted_gateway_cannot_write_after_the_survivor_has_the_new_map() {
         from_b,
         "the fenced gateway's write landed"
     );
-    assert!(ceph(c, &["osd", "blocklist", "ls"]).contains(&addr_a));
+    assert!(c.ceph(&["osd", "blocklist", "ls"]).contains(&addr_a));
 
     // Failback: the entry goes; A registers again (a new client) and writes.
-    ceph(c, &["osd", "blocklist", "rm", &addr_a]);
+    c.ceph(&["osd", "blocklist", "rm", &addr_a]);
     drop(ch_a);
     drop(bdevs_a);
     drop(a);
