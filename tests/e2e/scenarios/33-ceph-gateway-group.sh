@@ -27,7 +27,7 @@ PORT_B=$((RTGT_NVME_PORT + 1))
 read -r ADDR_A ADDR_B _ <<< "$CEPH_GW_ADDRS"
 NGUID=3C5E0A7B1D2F4E6A8B9C0D1E2F3A4B5D
 UUID=2f6b1d3e-8a4c-4e5f-9b7a-1c2d3e4f5a6b
-FIO_SECS=${CEPHGW_FIO_SECS:-50}
+FIO_SECS=${CEPHGW_FIO_SECS:-75}
 OSD_TIMEOUT=5
 FIG=$E2E_LOGDIR/figures.txt
 # the killed gateway is back within ~20-30 s under TCG; the host must not give it up
