@@ -133,8 +133,8 @@ mon_allow_pool_size_one = true
 mon_allow_pool_delete = true
 mon_warn_on_pool_no_redundancy = false
 # The machine's disk is shared and often nearly full; the monitor's store is tiny.
-mon_data_avail_crit = 1
-mon_data_avail_warn = 2
+mon_data_avail_crit = 0
+mon_data_avail_warn = 1
 ms_bind_msgr1 = false
 EOF
 }
