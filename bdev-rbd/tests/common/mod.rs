@@ -78,15 +78,24 @@ pub fn cluster(tag: &str) -> &'static TestCluster {
 impl TestCluster {
     /// Runs `rbd` against the cluster (as client.admin) and returns its stdout.
     pub fn rbd(&self, args: &[&str]) -> String {
-        let out = Command::new("rbd")
+        self.tool("rbd", args)
+    }
+
+    /// Runs `ceph` against the cluster (as client.admin) and returns its stdout.
+    pub fn ceph(&self, args: &[&str]) -> String {
+        self.tool("ceph", args)
+    }
+
+    fn tool(&self, tool: &str, args: &[&str]) -> String {
+        let out = Command::new(tool)
             .arg("--conf")
             .arg(&self.conf)
             .args(args)
             .output()
-            .expect("running rbd");
+            .unwrap_or_else(|e| panic!("running {tool}: {e}"));
         assert!(
             out.status.success(),
-            "rbd {args:?} failed: {}",
+            "{tool} {args:?} failed: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         String::from_utf8_lossy(&out.stdout).into_owned()

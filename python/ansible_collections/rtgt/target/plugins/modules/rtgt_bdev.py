@@ -31,10 +31,12 @@ options:
   type:
     description:
       - Backend of the bdev. V(malloc) is RAM, V(null) discards writes and reads zeroes,
-        V(aio) is a file or block device (O(filename)).
+        V(aio) is a file or block device (O(filename)), V(rbd) a Ceph RBD image (O(pool_name),
+        O(rbd_name)) through a registered cluster connection (O(cluster_name), see
+        M(rtgt.target.rtgt_rbd_cluster)).
       - With O(state=absent) the type of the existing bdev is used.
     type: str
-    choices: [malloc, "null", aio]
+    choices: [malloc, "null", aio, rbd]
     default: malloc
   size_mb:
     description:
@@ -48,7 +50,8 @@ options:
   block_size:
     description:
       - Block size in bytes (a multiple of 512).
-      - Defaults to 512 for malloc and null; for aio the target detects it when not given.
+      - Defaults to 512 for malloc and null; for aio the target detects it when not given;
+        required for rbd.
     type: int
   uuid:
     description: UUID of the bdev. The target picks a random one when not given.
@@ -56,6 +59,15 @@ options:
   filename:
     description: File or block device behind an aio bdev (required for O(type=aio)).
     type: path
+  pool_name:
+    description: Ceph pool of the RBD image (required for O(type=rbd)).
+    type: str
+  rbd_name:
+    description: The RBD image (required for O(type=rbd)).
+    type: str
+  cluster_name:
+    description: The registered cluster connection the RBD bdev uses (required for O(type=rbd)).
+    type: str
   readonly:
     description: Open an aio bdev read-only.
     type: bool
@@ -125,7 +137,9 @@ from ansible_collections.rtgt.target.plugins.module_utils.rtgt_rpc import (
     rpc_argument_spec,
 )
 
-PRODUCTS = {"Malloc disk": "malloc", "Null disk": "null", "AIO disk": "aio"}
+PRODUCTS = {"Malloc disk": "malloc", "Null disk": "null", "AIO disk": "aio", "Ceph Rbd Disk": "rbd"}
+MANAGED = ("malloc", "null", "aio", "rbd")
+RBD_KEYS = ("pool_name", "rbd_name", "cluster_name")
 
 
 def get_bdev(client, name):
@@ -153,6 +167,10 @@ def summary(bdev):
     if aio:
         out["filename"] = aio.get("filename")
         out["readonly"] = aio.get("readonly", False)
+    rbd = (bdev.get("driver_specific") or {}).get("rbd")
+    if rbd:
+        for k in RBD_KEYS:
+            out[k] = rbd.get(k)
     return out
 
 
@@ -173,6 +191,17 @@ def desired(module):
         if block_size:
             want["block_size"] = block_size
         if p["uuid"]:
+            want["uuid"] = p["uuid"]
+        return params, want
+    if kind == "rbd":
+        missing = [k for k in RBD_KEYS + ("block_size",) if not p[k]]
+        if missing:
+            module.fail_json(msg="%s required for type=rbd" % ", ".join(missing))
+        params = dict((k, p[k]) for k in RBD_KEYS)
+        params.update(name=p["name"], block_size=block_size)
+        want = dict(params, type="rbd")
+        if p["uuid"]:
+            params["uuid"] = p["uuid"]
             want["uuid"] = p["uuid"]
         return params, want
     block_size = block_size or 512
@@ -211,12 +240,15 @@ def main():
     spec.update(
         name=dict(type="str", required=True),
         state=dict(type="str", default="present", choices=["present", "absent"]),
-        type=dict(type="str", default="malloc", choices=["malloc", "null", "aio"]),
+        type=dict(type="str", default="malloc", choices=list(MANAGED)),
         size_mb=dict(type="float"),
         num_blocks=dict(type="int"),
         block_size=dict(type="int"),
         uuid=dict(type="str"),
         filename=dict(type="path"),
+        pool_name=dict(type="str"),
+        rbd_name=dict(type="str"),
+        cluster_name=dict(type="str"),
         readonly=dict(type="bool", default=False),
         recreate=dict(type="bool", default=False),
     )
@@ -242,7 +274,7 @@ def main():
         if p["state"] == "absent":
             if current is not None:
                 kind = before["type"]
-                if kind not in ("malloc", "null", "aio"):
+                if kind not in MANAGED:
                     module.fail_json(msg="bdev %s is a %s, which this module does not manage"
                                      % (p["name"], current.get("product_name")))
                 run("bdev_%s_delete" % kind, {"name": p["name"]})

@@ -88,6 +88,14 @@ options:
       eui64:
         description: IEEE extended unique identifier, 16 hex digits.
         type: str
+      anagrpid:
+        description:
+          - ANA group of the namespace (subsystems with O(ana_reporting)); the group numbered
+            like its NSID when not given (as SPDK).
+          - A namespace already there in another group is moved
+            (C(nvmf_subsystem_set_ns_ana_group)), not removed and added again; this is how
+            load-balancing groups are rebalanced between the gateways of a group (docs/ha.md).
+        type: int
   hosts:
     description: NQNs of the hosts allowed to connect (when O(allow_any_host) is false).
     type: list
@@ -213,10 +221,13 @@ def ns_matches(want, have):
 
 def ns_params(want):
     ns = {"bdev_name": want["bdev_name"]}
-    for key in ("nsid", "uuid", "nguid", "eui64"):
+    for key in ("nsid", "uuid", "nguid", "eui64", "anagrpid"):
         if want.get(key) is not None:
             ns[key] = want[key]
     return ns
+
+
+NS_VIEW = ("nsid", "bdev_name", "uuid", "nguid", "eui64", "anagrpid")
 
 
 def view(sub):
@@ -229,7 +240,7 @@ def view(sub):
         "model_number": sub.get("model_number"),
         "allow_any_host": sub.get("allow_any_host"),
         "namespaces": sorted(
-            ({k: n[k] for k in ("nsid", "bdev_name", "uuid", "nguid", "eui64") if k in n}
+            ({k: n[k] for k in NS_VIEW if k in n}
              for n in sub.get("namespaces", [])),
             key=lambda n: n.get("nsid", 0)),
         "hosts": sorted(h["nqn"] for h in sub.get("hosts", [])),
@@ -310,9 +321,19 @@ def plan(p, current):
                 calls.append(("nvmf_subsystem_remove_ns", {"nqn": nqn, "nsid": h["nsid"]}))
         for want in missing:
             calls.append(("nvmf_subsystem_add_ns", {"nqn": nqn, "namespace": ns_params(want)}))
+        kept = []
+        for want in p["namespaces"]:
+            h = next((h for h in keep if ns_matches(want, h)), None)
+            if h is None:
+                continue
+            h = dict((k, h[k]) for k in NS_VIEW if k in h)
+            if want.get("anagrpid") is not None and h.get("anagrpid") != want["anagrpid"]:
+                calls.append(("nvmf_subsystem_set_ns_ana_group",
+                              {"nqn": nqn, "nsid": h["nsid"], "anagrpid": want["anagrpid"]}))
+                h["anagrpid"] = want["anagrpid"]
+            kept.append(h)
         after["namespaces"] = sorted(
-            [{k: h[k] for k in ("nsid", "bdev_name", "uuid", "nguid", "eui64") if k in h} for h in keep]
-            + [ns_params(w) for w in missing],
+            kept + [ns_params(w) for w in missing],
             key=lambda n: (n.get("nsid") is None, n.get("nsid") or 0, n["bdev_name"]))
     # 5. new listeners last
     if want_l is not None:
@@ -372,6 +393,7 @@ def main():
                 uuid=dict(type="str"),
                 nguid=dict(type="str"),
                 eui64=dict(type="str"),
+                anagrpid=dict(type="int"),
             ),
         ),
         hosts=dict(type="list", elements="str"),

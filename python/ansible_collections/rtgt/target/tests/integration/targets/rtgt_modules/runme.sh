@@ -10,7 +10,15 @@
 #      B inaccessible), then is idempotent; failover.yml A -> B changes one listener on each
 #      (the states follow), again changes nothing, in check mode B -> A changes nothing on the
 #      targets, and B -> A moves the states back
-# Needs RTGT_BIN (the rtgt binary) and ansible-playbook on PATH. The RDMA listener and
+#   7. a Ceph gateway group (ceph-group.json, a throw-away cluster of scripts/ceph-cluster.sh):
+#      playbooks/ceph_gateway_group.yml builds it (RBD bdevs, two load-balancing groups, one
+#      owned by each gateway), is idempotent, refuses overlapping controller IDs and a
+#      conflicting namespace identity, moves a namespace between groups in place;
+#      ceph_failover.yml after A is killed fences A's recorded client address (`ceph osd
+#      blocklist ls` has it), B waits for the map and owns both groups; ceph_failback.yml with A
+#      restarted removes the entry, re-registers A (a new client address) and gives group 1 back
+# Needs RTGT_BIN (the rtgt binary), ansible-playbook on PATH and Ceph (ceph-mon, ceph-osd,
+# ceph-common: scripts/install-deps.sh) for 7. The RDMA listener and
 # transport are declared only when the rtgt build can create an RDMA transport.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -25,6 +33,7 @@ export ANSIBLE_NOCOLOR=1 ANSIBLE_FORCE_COLOR=0 ANSIBLE_RETRY_FILES_ENABLED=0
 work=$(mktemp -d)
 pid=""
 gw_pids=""
+ceph_dir=/tmp/rtgt-ansible-ceph-$$
 cleanup() {
   local p
   for p in $pid $gw_pids; do
@@ -33,6 +42,7 @@ cleanup() {
       wait "$p" || true
     fi
   done
+  [ ! -d "$ceph_dir" ] || "$HERE/../../../../../../../../scripts/ceph-cluster.sh" stop "$ceph_dir" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -138,7 +148,7 @@ gw_playbook() {  # like playbook, on the two gateways; the recap sums both hosts
   local label=$1; shift
   echo "=== ansible-playbook $label"
   ansible-playbook -i gateways.ini -e "gw_dir=$work" "$@" | tee "$work/out"
-  recap=$(grep -E '^gw_[ab] +: ok=' "$work/out" | awk '{
+  recap=$(grep -E '^(gw_[ab]|localhost) +: ok=' "$work/out" | awk '{
       for (i = 3; i <= NF; i++) { split($i, kv, "="); n[kv[1]] += kv[2] } }
     END { for (k in n) printf " %s=%d", k, n[k]; print "" }')
 }
@@ -169,4 +179,97 @@ expect_changed "failback changed one listener per gateway" -eq 2
 ana optimized inaccessible
 for p in $gw_pids; do kill -TERM "$p"; wait "$p"; done
 gw_pids=""
+
+# --- 7. a Ceph gateway group ---------------------------------------------------------------
+ROOT=$(cd "$HERE/../../../../../../../.." && pwd)
+PB=rtgt.target
+# The Ceph tools get their own stderr: they leave a shared one non-blocking, which ansible-playbook
+# then refuses ("Ansible requires blocking IO").
+conf=$("$ROOT/scripts/ceph-cluster.sh" start "$ceph_dir" --owner-pid $$ </dev/null 2>"$work/ceph.log") \
+  || { cat "$work/ceph.log"; echo "FAIL: the Ceph cluster did not start (scripts/install-deps.sh installs Ceph)" >&2; exit 1; }
+for img in lb1 lb2; do rbd --conf "$conf" create "rbd/$img" --size 16M </dev/null 2>>"$work/ceph.log"; done
+ceph_cmd="ceph --conf $conf"
+start_daemon "$work/gw-a.sock"; pid_a=$pid
+start_daemon "$work/gw-b.sock"; pid_b=$pid
+gw_pids="$pid_a $pid_b"
+pid=""
+group() { gw_playbook "$@" -e @ceph-group.json -e "ceph_conf=$conf gateway_state_dir=$work" -e "ceph_command='$ceph_cmd'"; }
+# states GW: "STATE(group 1) STATE(group 2)" of GW's listener
+states() {
+  sock="$work/gw-$1.sock" rpc nvmf_subsystem_get_listeners '{"nqn":"nqn.2016-06.io.spdk:cephgw"}' |
+    python3 -c 'import json,sys; s={a["ana_group"]: a["ana_state"] for a in json.load(sys.stdin)["result"][0]["ana_states"]}; print(s.get(1), s.get(2))'
+}
+expect_states() {  # GW "S1 S2"
+  local got
+  got=$(states "$1")
+  if [ "$got" = "$2" ]; then pass "gateway $1: groups 1 2 $2"; else recap="$1: $got"; fail "gateway $1: groups 1 2 $2"; fi
+}
+ns_group() {  # GW NSID: the namespace's ANA group
+  sock="$work/gw-$1.sock" rpc nvmf_get_subsystems | python3 -c 'import json,sys
+for s in json.load(sys.stdin)["result"]:
+    for n in s.get("namespaces", []):
+        if s["nqn"].endswith("cephgw") and n["nsid"] == '"$2"': print(n["anagrpid"])'
+}
+blocklist() { $ceph_cmd osd blocklist ls </dev/null 2>/dev/null; }
+
+group "ceph gateway group (build)" "$PB.ceph_gateway_group"
+expect_changed "the Ceph gateway group is built" -gt 0
+expect_states a "optimized inaccessible"
+expect_states b "inaccessible optimized"
+addr_a=$(cat "$work/gw_a.client_addr")
+case $addr_a in 127.0.0.1:0/[0-9]*) pass "A's client address recorded: $addr_a" ;; *) recap=$addr_a; fail "A's client address" ;; esac
+group "ceph gateway group (idempotent)" "$PB.ceph_gateway_group"
+expect_changed "the Ceph gateway group is unchanged" -eq 0
+
+python3 - "$work" <<'PY'
+import json, sys
+g = json.load(open("ceph-group.json"))
+o = json.loads(json.dumps(g)); o["gateway_group"]["gateways"]["gw_b"]["cntlid_min"] = 900
+json.dump(o, open(sys.argv[1] + "/overlap.json", "w"))
+o = json.loads(json.dumps(g)); o["gateway_group"]["namespaces"][0]["nguid"] = "00000000000000000000000000000001"
+json.dump(o, open(sys.argv[1] + "/identity.json", "w"))
+o = json.loads(json.dumps(g)); o["gateway_group"]["namespaces"][1]["anagrpid"] = 1
+o["gateway_group"]["gateways"]["gw_b"]["owns"] = []
+json.dump(o, open(sys.argv[1] + "/moved.json", "w"))
+PY
+refused() {  # LABEL FILE WHAT: the check fails saying WHAT; no gateway is configured
+  gw_playbook "$1" "$PB.ceph_gateway_group" -e "@$2" -e "ceph_conf=$conf" > "$work/refused" 2>&1 || true
+  if grep -q "$3" "$work/refused" && [ "$(count changed)" -eq 0 ] && [ "$(count failed)" -ge 1 ] \
+      && ! grep -q 'PLAY \[Configure every gateway\]' "$work/refused"; then
+    pass "$1 refused before any gateway was configured"
+  else cat "$work/refused"; fail "$1: not refused as expected (no '$3', or a gateway was configured)"; fi
+}
+refused "overlapping controller IDs" "$work/overlap.json" "controller ID ranges of gw_"
+refused "a conflicting NGUID" "$work/identity.json" "refusing an inconsistent identity"
+expect_states a "optimized inaccessible"
+
+gw_playbook "namespace 2 moved to group 1" "$PB.ceph_gateway_group" -e "@$work/moved.json" -e "ceph_conf=$conf gateway_state_dir=$work"
+expect_changed "the move changed namespace 2 on both gateways" -eq 2
+if [ "$(ns_group a 2) $(ns_group b 2)" = "1 1" ]; then pass "namespace 2 in group 1 on both"; else fail "namespace 2's group"; fi
+group "namespace 2 moved back" "$PB.ceph_gateway_group"
+expect_changed "moving it back changed namespace 2 on both gateways" -eq 2
+if [ "$(ns_group a 2) $(ns_group b 2)" = "2 2" ]; then pass "namespace 2 in group 2 on both"; else fail "namespace 2's group"; fi
+
+kill -KILL "$pid_a"; wait "$pid_a" 2>/dev/null || true
+gw_pids=$pid_b
+group "ceph failover A -> B (A killed)" "$PB.ceph_failover" -e failed_gw=gw_a -e survivor_gw=gw_b
+if [ "$(count failed)" -eq 0 ] && grep -q "$addr_a" <<<"$(blocklist)"; then pass "A's client $addr_a fenced"; else fail "A fenced"; fi
+expect_states b "optimized optimized"
+
+start_daemon "$work/gw-a.sock"; pid_a=$pid
+gw_pids="$pid_a $pid_b"
+pid=""
+group "ceph failback B -> A" "$PB.ceph_failback" -e returning_gw=gw_a -e survivor_gw=gw_b
+expect_changed "failback changed something and failed nothing" -gt 0
+if grep -q "$addr_a" <<<"$(blocklist)"; then fail "A's old entry still in the blocklist"; else pass "A's old blocklist entry removed"; fi
+addr_a2=$(cat "$work/gw_a.client_addr")
+if [ "$addr_a2" != "$addr_a" ]; then pass "A re-registered as a new client ($addr_a2)"; else fail "A's new client address"; fi
+expect_states a "optimized inaccessible"
+expect_states b "inaccessible optimized"
+group "ceph gateway group after the failback (idempotent)" "$PB.ceph_gateway_group"
+expect_changed "the group is as described again" -eq 0
+
+for p in $gw_pids; do kill -TERM "$p"; wait "$p"; done
+gw_pids=""
+"$ROOT/scripts/ceph-cluster.sh" stop "$ceph_dir" </dev/null >/dev/null 2>>"$work/ceph.log"
 echo "rtgt.target integration: all runs as expected"

@@ -111,3 +111,22 @@ def test_ana_reporting_is_read_from_the_namespaces():
     assert ana_reporting(existing()) is None
     assert ana_reporting(existing(namespaces=[{"nsid": 1, "bdev_name": "M0", "anagrpid": 1}])) is True
     assert ana_reporting(existing(namespaces=[{"nsid": 1, "bdev_name": "M0"}])) is False
+
+
+def test_a_namespace_changing_group_is_moved_in_place():
+    cur = existing(namespaces=[{"nsid": 1, "bdev_name": "Rbd1", "anagrpid": 1},
+                               {"nsid": 2, "bdev_name": "Rbd2", "anagrpid": 2}])
+    calls, after = plan(params(namespaces=[{"bdev_name": "Rbd1", "nsid": 1, "anagrpid": 1},
+                                           {"bdev_name": "Rbd2", "nsid": 2, "anagrpid": 1}]), cur)
+    assert calls == [("nvmf_subsystem_set_ns_ana_group", {"nqn": NQN, "nsid": 2, "anagrpid": 1})]
+    assert [n["anagrpid"] for n in after["namespaces"]] == [1, 1]
+    # no anagrpid declared: the group is left as it is
+    calls, dummy = plan(params(namespaces=[{"bdev_name": "Rbd2", "nsid": 2}]),
+                        existing(namespaces=[{"nsid": 2, "bdev_name": "Rbd2", "anagrpid": 2}]))
+    assert calls == []
+
+
+def test_a_new_namespace_is_added_in_its_group():
+    calls, dummy = plan(params(namespaces=[{"bdev_name": "Rbd2", "nsid": 2, "anagrpid": 1}]), existing())
+    assert calls == [("nvmf_subsystem_add_ns",
+                      {"nqn": NQN, "namespace": {"bdev_name": "Rbd2", "nsid": 2, "anagrpid": 1}})]
