@@ -450,21 +450,22 @@ impl TransportPollGroup for SrpPg {
         }
         // The LUN inventory (or what a nexus may see of it) changed: SPC-4's REPORTED LUNS
         // DATA HAS CHANGED on every nexus of the subsystem, so the initiator scans again.
-        for (_, c) in self.chans.iter_mut().filter(|(_, c)| c.sub_id == subsystem) {
-            c.ua.establish(UnitAttention::ReportedLunsDataChanged);
+        // Every channel of a nexus shares its queues: the condition is queued once per LU.
+        for (_, c) in self.chans.iter().filter(|(_, c)| c.sub_id == subsystem) {
+            c.ua.establish_everywhere(UnitAttention::ReportedLunsDataChanged);
         }
     }
 
     fn alua_changed(&mut self, core: &mut PgCore, subsystem: u32, nsids: &[u32]) {
         // ASYMMETRIC ACCESS STATE CHANGED on every nexus (through every port) that sees one of
         // the LUs, as SPC-4 requires after an implicit change.
-        for (_, c) in self.chans.iter_mut().filter(|(_, c)| c.sub_id == subsystem) {
-            let sees = nsids.iter().any(|&n| {
-                u16::try_from(n.saturating_sub(1))
-                    .is_ok_and(|lun| self.scsi.lu_visible(core, subsystem, lun, &c.scsi))
-            });
-            if sees {
-                c.ua.establish(UnitAttention::AsymmetricAccessStateChanged);
+        for (_, c) in self.chans.iter().filter(|(_, c)| c.sub_id == subsystem) {
+            for &n in nsids {
+                if let Ok(lun) = u16::try_from(n.saturating_sub(1))
+                    && self.scsi.lu_visible(core, subsystem, lun, &c.scsi)
+                {
+                    c.ua.establish(lun, UnitAttention::AsymmetricAccessStateChanged);
+                }
             }
         }
     }
