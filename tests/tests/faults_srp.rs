@@ -171,6 +171,15 @@ fn an_initiator_vanishing_at_every_step_of_logging_in_leaves_nothing_behind() {
     println!("SRP login steps interrupted: 12");
 }
 
+/// Logs in `INI` and sends its first command to LU 0 (POWER ON, absorbed), before any fault
+/// meant for the test's own commands is set.
+fn login_ready(fx: &SrpFixture) -> SrpInitiator {
+    let mut i = fx.login(INI);
+    i.run(0, &[0; 6], &Data::None, Layout::Direct)
+        .expect("TEST UNIT READY");
+    i
+}
+
 #[test]
 fn delayed_and_lost_completions() {
     let (fx, mut witness) = setup(json!({}));
@@ -179,7 +188,7 @@ fn delayed_and_lost_completions() {
     let mut ledger = FaultLedger::new(&fx.t.net);
 
     // Delays on the target's side during verified I/O with every descriptor kind.
-    let mut i = fx.login(INI);
+    let mut i = login_ready(&fx);
     let tq = channel_qpn(&fx, INI);
     let mut tags = Tags::default();
     for (n, m) in [
@@ -216,7 +225,7 @@ fn delayed_and_lost_completions() {
     srp_wait_back(&fx, &base, WAIT, "delayed target completions");
 
     // The initiator loses a response: it gives up and disconnects.
-    let mut i = fx.login(INI);
+    let mut i = login_ready(&fx);
     faults.drop_completion(CompletionMatch::qp(i.qp_num()).recv());
     let t = write_cmd(&mut i, 0, 0, 1, Layout::Direct);
     assert!(
@@ -233,7 +242,7 @@ fn delayed_and_lost_completions() {
     // The target loses the completion of a response SEND (immediate-data writes and reads:
     // the response SENDs are the only signaled send work requests... besides RDMA READs,
     // which immediate data does not need).
-    let mut i = fx.login(INI);
+    let mut i = login_ready(&fx);
     let tq = channel_qpn(&fx, INI);
     faults.drop_completion(CompletionMatch::qp(tq).send());
     let t = write_cmd(&mut i, 0, 0, 2, Layout::Immediate);
@@ -249,7 +258,7 @@ fn delayed_and_lost_completions() {
 
     // The target loses the completion of the RDMA READ fetching a write's data: the command
     // never completes; the initiator gives up and disconnects.
-    let mut i = fx.login(INI);
+    let mut i = login_ready(&fx);
     let tq = channel_qpn(&fx, INI);
     faults.drop_completion(CompletionMatch::qp(tq).send());
     let _ = write_cmd(&mut i, 0, 0, 4, Layout::Direct);

@@ -158,15 +158,24 @@ fn task_management_aborts_across_channels_and_poll_groups() {
     assert_eq!((a2.req_lim, a2.cred_reqs), (128, 1));
     assert_eq!(a.req_lim, 128);
 
-    // LUN RESET (as ib_srp sends it: channel 0): every nexus's tasks on the LUN.
+    // LUN RESET (as ib_srp sends it: channel 0): every nexus's tasks on the LUN. B holds an
+    // SPC-2 reservation of the LU, which the reset clears.
+    let reserve6 = |i: &mut SrpInitiator| {
+        i.run(lun, &[0x16, 0, 0, 0, 0, 0], &Data::None, Layout::Direct)
+            .unwrap()
+            .status
+    };
     gate.close();
     let _ = write_lun(&mut a, lun, 7, 7);
     let _ = write_lun(&mut a2, lun, 8, 8);
-    let _ = write_lun(&mut b, lun, 9, 9);
+    let tb = write_lun(&mut b, lun, 9, 9);
     // A task on the other LUN is not touched.
     let other = write_lun(&mut b, 0, 9, 9);
     assert_eq!(b.wait(other).unwrap().status, 0);
     fx.wait_until("three writes parked", |_| gate.held() == 3);
+    assert_eq!(reserve6(&mut b), 0, "RESERVE(6) by B");
+    let r = a.run(lun, &[0; 6], &Data::None, Layout::Direct).unwrap();
+    assert_eq!(r.status, 0x18, "A conflicts with B's RESERVE(6)");
     let tm = a.task_mgmt(lun, TaskMgmt::LunReset).unwrap();
     assert!(
         a.next_response(Duration::from_millis(200))
@@ -175,6 +184,10 @@ fn task_management_aborts_across_channels_and_poll_groups() {
     );
     gate.open();
     assert_eq!(tm_code(&mut a, tm), TmResponse::Complete);
+    // Another nexus's task ends with TASK ABORTED (control page TAS = 1, as LIO), never with
+    // its own outcome; the requesting nexus's tasks end without a response.
+    let r = b.wait(tb).unwrap();
+    assert_eq!(r.status, 0x40, "B's write: TASK ABORTED, {r:?}");
     for i in [&mut a2, &mut b] {
         assert!(
             i.next_response(Duration::from_millis(100))
@@ -187,6 +200,26 @@ fn task_management_aborts_across_channels_and_poll_groups() {
         }
         assert_eq!(i.req_lim, 128);
     }
+    // The reset: BUS DEVICE RESET FUNCTION OCCURRED for B on that LU (once, not on LU 0),
+    // nothing for the nexus that asked; B's RESERVE(6) is gone.
+    let tur = |i: &mut SrpInitiator, l: u16| {
+        i.run(l, &[0; 6], &Data::None, Layout::Direct)
+            .unwrap()
+            .sense_key()
+    };
+    assert_eq!(tur(&mut b, 0), None, "LU 0 was not reset");
+    assert_eq!(
+        tur(&mut b, lun),
+        Some((0x6, 0x29, 0x03)),
+        "B hears the reset"
+    );
+    assert_eq!(tur(&mut b, lun), None, "once");
+    assert_eq!(
+        tur(&mut a2, lun),
+        None,
+        "the requesting nexus hears nothing"
+    );
+    assert_eq!(tur(&mut a, lun), None, "its RESERVE(6) went with the reset");
     // Unsupported function, and a LUN without a logical unit.
     let tm = a.task_mgmt(lun, TaskMgmt::ClearAca).unwrap();
     assert_eq!(tm_code(&mut a, tm), TmResponse::NotSupported);
@@ -455,6 +488,8 @@ fn pause_and_resume_during_io() {
     let fx = SrpFixture::new(2, json!({}), 1, 4096);
     let (_, gate) = fx.gated("Gate0", 1024);
     let mut i = fx.login(INI);
+    // The nexus's first command to LU 0 (POWER ON, absorbed) before the pause.
+    i.run(0, &[0; 6], &Data::None, Layout::Direct).unwrap();
     // Pausing waits for the I/O in flight.
     gate.close();
     let parked = write_lun(&mut i, 1, 3, 3);
@@ -522,7 +557,9 @@ fn pause_and_resume_during_io() {
         )
         .unwrap()
     };
-    let r = read_capacity(&mut i);
+    // The condition is reported on the LU the nexus uses; the new LU's first command has
+    // POWER ON instead (the initiator's scan absorbs it).
+    let r = i.run(0, &[0; 6], &Data::None, Layout::Direct).unwrap();
     assert_eq!(r.sense_key(), Some((0x6, 0x3f, 0x0e)), "the unit attention");
     let r = read_capacity(&mut i);
     assert_eq!(r.status, 0);

@@ -124,6 +124,8 @@ fn a_hidden_lun_is_not_there_for_initiators_it_was_not_added_to() {
     // reported after it.
     set(NOT_SEEN, true);
     assert_eq!(report_luns(&mut not_seen), [0, 1]);
+    // Its first command to the LU now there: POWER ON (its earlier commands found no LU).
+    assert_eq!(tur(&mut not_seen, 1), Some((0x6, 0x29, 0x00)));
     assert_eq!(tur(&mut not_seen, 1), None);
     // REQUEST SENSE delivers a pending condition as its data, with GOOD status, and clears it.
     set(NOT_SEEN, false);

@@ -5,7 +5,7 @@
 //! other poll group's view before the command that made it completes.
 
 use rtgt_tests::srp_initiator::pr::*;
-use rtgt_tests::srp_initiator::{Data, Layout, SrpFixture, cdb};
+use rtgt_tests::srp_initiator::{Data, Layout, SrpFixture, SrpInitiator, cdb};
 use serde_json::json;
 
 const A: u64 = 0x5254_0012_3456_0001;
@@ -156,4 +156,109 @@ fn reserve_6_and_release_6_between_two_srp_initiators() {
     drop(a);
     fx.wait_until("A's session is gone", |f| f.controllers().len() == 1);
     assert_eq!(write(&mut b).status, GOOD, "after A logged out");
+}
+
+/// fence_scsi: node B's PREEMPT AND ABORT aborts node A's in-flight writes (answered TASK
+/// ABORTED, never GOOD), completes only after they are gone, and A's later writes conflict.
+#[test]
+fn preempt_and_abort_aborts_the_preempted_nexus_tasks_and_waits_for_them() {
+    use rtgt_tests::srp_initiator::rw10;
+    use std::time::Duration;
+    let fx = SrpFixture::new(2, json!({}), 1, 2048);
+    let (nsid, gate) = fx.gated("Gate0", 2048);
+    let lun = (nsid - 1) as u16;
+    let mut a = fx.login(A);
+    let mut b = fx.login(B);
+    let mut c = fx.login(C);
+    assert_eq!(pr_out_on(&mut a, lun, REGISTER, 0, 0, 0xAA).status, GOOD);
+    assert_eq!(pr_out_on(&mut b, lun, REGISTER, 0, 0, 0xBB).status, GOOD);
+    assert_eq!(
+        pr_out_on(&mut a, lun, RESERVE, WRITE_EXCLUSIVE, 0xAA, 0).status,
+        GOOD
+    );
+    // A third initiator's read is in flight too: not preempted, not aborted.
+    assert_eq!(
+        c.run(
+            lun,
+            &rw10(0x28, 0, 1),
+            &Data::In(vec![(0, 512)]),
+            Layout::Direct
+        )
+        .unwrap()
+        .status,
+        GOOD
+    );
+    gate.close();
+    let writes: Vec<u64> = (0..3)
+        .map(|k| {
+            a.command(
+                lun,
+                &rw10(0x2a, k, 1),
+                &Data::Out(vec![(k as usize * 512, 512)]),
+                Layout::Direct,
+                false,
+            )
+            .unwrap()
+        })
+        .collect();
+    let read_c = c
+        .command(
+            lun,
+            &rw10(0x28, 8, 1),
+            &Data::In(vec![(0, 512)]),
+            Layout::Direct,
+            false,
+        )
+        .unwrap();
+    fx.wait_until("A's writes and C's read parked", |_| gate.held() == 4);
+    let pa = pr_out_start(&mut b, lun, PREEMPT_AND_ABORT, WRITE_EXCLUSIVE, 0xBB, 0xAA);
+    assert!(
+        b.next_response(Duration::from_millis(300))
+            .unwrap()
+            .is_none(),
+        "PREEMPT AND ABORT waits for A's tasks"
+    );
+    gate.open();
+    assert_eq!(b.wait(pa).unwrap().status, GOOD, "PREEMPT AND ABORT");
+    for t in writes {
+        let r = a.wait(t).unwrap();
+        assert_eq!(r.status, 0x40, "A's in-flight write: TASK ABORTED, {r:?}");
+    }
+    assert_eq!(c.wait(read_c).unwrap().status, GOOD, "C's read ran");
+    assert_eq!(
+        read_reservation_on(&mut c, lun),
+        Some((0xBB, WRITE_EXCLUSIVE))
+    );
+    let w = |i: &mut SrpInitiator| {
+        i.run(
+            lun,
+            &rw10(0x2a, 20, 1),
+            &Data::Out(vec![(0, 512)]),
+            Layout::Direct,
+        )
+        .unwrap()
+    };
+    let r = w(&mut a);
+    assert_eq!(
+        (r.status, r.sense_key()),
+        (CHECK_CONDITION, Some((0x6, 0x2A, 0x05))),
+        "REGISTRATIONS PREEMPTED"
+    );
+    assert_eq!(w(&mut a).status, CONFLICT, "A's later write");
+    assert_eq!(w(&mut b).status, GOOD, "the new holder writes");
+}
+
+fn read_reservation_on(i: &mut SrpInitiator, lun: u16) -> Option<(u64, u8)> {
+    let c = [0x5E, 0x01, 0, 0, 0, 0, 0, 0x01, 0x00, 0];
+    let r = i
+        .run(lun, &c, &Data::In(vec![(0, 256)]), Layout::Direct)
+        .unwrap();
+    assert_eq!(r.status, GOOD);
+    let d = &i.mem()[..24];
+    (u32::from_be_bytes(d[4..8].try_into().unwrap()) >= 16).then(|| {
+        (
+            u64::from_be_bytes(d[8..16].try_into().unwrap()),
+            d[21] & 0x0F,
+        )
+    })
 }

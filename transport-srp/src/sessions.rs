@@ -7,6 +7,7 @@ use std::any::Any;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use target_core::scsi_exec::NexusUnitAttentions;
 use target_core::target::{ControllerInfo, Subsystem};
 
 use crate::nexus::{LoginEffects, NexusKey, NexusTable};
@@ -38,6 +39,8 @@ struct SessionEntry {
     channels: u32,
     /// The I_T nexus identity its SPC-2 reservations are held under.
     identity: target_core::reservation::Nexus,
+    /// Its unit attention queues, shared by its channels.
+    ua: Arc<NexusUnitAttentions>,
 }
 
 /// A session: the nexus within one subsystem object (a subsystem deleted and created again
@@ -91,26 +94,28 @@ impl Sessions {
 
     /// The login of `gid` is about to be answered with LOGIN_RSP: mark it accepted and
     /// register (or join) its session. `make` builds the controller view for a new session.
+    /// Returns the session id and the session's unit attention queues (a new session's are
+    /// registered with the subsystem, every LU with POWER ON pending).
     pub fn accept(
         &self,
         gid: Gid,
         sub: &Arc<Subsystem>,
         identity: target_core::reservation::Nexus,
         make: impl FnOnce(u16) -> ControllerInfo,
-    ) -> Result<u16, AcceptError> {
+    ) -> Result<(u16, Arc<NexusUnitAttentions>), AcceptError> {
         let mut g = self.0.lock();
         let key = g.nexus.nexus_of(gid).ok_or(AcceptError::Superseded)?;
         if !g.nexus.accepted(gid) {
             return Err(AcceptError::Superseded);
         }
         let skey = (key, Arc::as_ptr(sub) as usize);
-        let cntlid = match g.sessions.get_mut(&skey) {
+        let (cntlid, ua) = match g.sessions.get_mut(&skey) {
             Some(e) => {
                 e.channels += 1;
                 let n = e.channels;
                 let id = e.cntlid;
                 sub.update_controller(id, |i| i.num_io_qpairs = n);
-                id
+                (id, Arc::clone(&e.ua))
             }
             _ => {
                 let handle: Arc<dyn Any + Send + Sync> = Arc::new(SrpSession { nexus: key });
@@ -118,6 +123,8 @@ impl Sessions {
                     g.nexus.closing(gid);
                     return Err(AcceptError::NoControllerId);
                 };
+                let ua = Arc::new(NexusUnitAttentions::new(identity));
+                sub.scsi_nexus_attach(Arc::clone(&ua));
                 g.sessions.insert(
                     skey,
                     SessionEntry {
@@ -125,13 +132,14 @@ impl Sessions {
                         cntlid: id,
                         channels: 1,
                         identity,
+                        ua: Arc::clone(&ua),
                     },
                 );
-                id
+                (id, ua)
             }
         };
         g.live.insert(gid, skey);
-        Ok(cntlid)
+        Ok((cntlid, ua))
     }
 
     /// `gid` started closing (a later single-channel login will not terminate it again).

@@ -188,7 +188,9 @@ fn control(w: &mut DataIn<'_>, lu: &LogicalUnit, pc: Pc) {
     w.u8(0x00); // TST = 0 (one task set), D_SENSE = 0 (fixed-format sense)
     w.u8(0x10); // QUEUE ALGORITHM MODIFIER = 1 (unrestricted reordering), QERR = 0
     w.u8(if swp { 0x08 } else { 0x00 }); // SWP
-    w.u8(0x00); // ATO = 0, TAS = 0
+    // ATO = 0; TAS = 1: a task another I_T nexus's task management (or PREEMPT AND ABORT)
+    // aborts ends with TASK ABORTED status, as Linux LIO (emulate_tas) answers it.
+    w.u8(0x40);
     w.be16(0); // obsolete
     w.be16(0xFFFF); // BUSY TIMEOUT PERIOD: unlimited
     w.be16(0); // EXTENDED SELF-TEST COMPLETION TIME

@@ -6,12 +6,13 @@ use super::caw;
 use super::lu_map::{LuLimits, LuMap, MappedLu};
 use super::mode_select;
 use super::nexus::ItNexus;
+use super::nexus_ua::NexusUnitAttentions;
 use super::request::{Phase, ScsiAction, ScsiCommand, ScsiReq};
 use super::reservation::{self, ResvStep};
 use crate::ana::TpgEntry;
 use crate::bdev::BdevIo;
 use crate::scsi::alua::{self, AluaState};
-use crate::scsi::ua::{UaCheck, UaQueue};
+use crate::scsi::ua::UaCheck;
 use crate::scsi::{self, ScsiStatus, Sense, Verdict};
 use crate::target::{Admission, AdmitKind, PgCore};
 
@@ -158,14 +159,15 @@ impl ScsiEngine {
         req.phase = Phase::Admit;
     }
 
-    /// Moves a request on until the transport must act. `ua` is the unit attention queue of the
-    /// nexus the command came through (the transport keeps one per session): a pending
-    /// condition is reported before the device server runs, as SPC-4 orders.
-    pub fn drive<const N: usize>(
+    /// Moves a request on until the transport must act. `ua` holds the unit attention queues
+    /// of the nexus the command came through (one per session, shared by its channels): a
+    /// condition pending on the command's LU is reported before the device server runs, as
+    /// SPC-4 orders.
+    pub fn drive(
         &mut self,
         core: &mut PgCore,
         nexus: &ItNexus,
-        ua: &mut UaQueue<N>,
+        ua: &NexusUnitAttentions,
         req: &mut ScsiReq,
     ) -> ScsiAction {
         match req.phase {
@@ -173,7 +175,7 @@ impl ScsiEngine {
             Phase::Exec => self.exec(core, nexus, ua, req),
             Phase::DataOut => self.fetch(req),
             Phase::Submit if req.pr_out.is_some() => reservation::run_pr_out(core, nexus, req),
-            Phase::Submit if req.mode_select.is_some() => self.run_mode_select(core, req),
+            Phase::Submit if req.mode_select.is_some() => self.run_mode_select(core, nexus, req),
             Phase::Submit if req.caw.is_some() => self.run_caw(core, req),
             Phase::Submit => self.submit(core, req),
             Phase::Bdev => ScsiAction::Submitted,
@@ -198,6 +200,15 @@ impl ScsiEngine {
         Self::abandon(core, req);
     }
 
+    /// Ends the command with TASK ABORTED and gives back its admission: a task of one I_T
+    /// nexus that another nexus's task management (LOGICAL UNIT RESET, CLEAR TASK SET) or
+    /// PREEMPT AND ABORT aborted is answered so (the control page's TAS = 1), never with its
+    /// own outcome.
+    pub fn task_aborted(core: &mut PgCore, req: &mut ScsiReq) {
+        req.task_aborted();
+        Self::abandon(core, req);
+    }
+
     /// A bdev I/O of this request came back. The transport handles an aborted request itself
     /// (put the I/O back in `req.io`, [`ScsiEngine::abandon`]).
     pub fn io_done(&mut self, core: &mut PgCore, req: &mut ScsiReq, io: Box<BdevIo>) -> ScsiAction {
@@ -212,11 +223,11 @@ impl ScsiEngine {
         ScsiAction::Respond
     }
 
-    fn admit<const N: usize>(
+    fn admit(
         &mut self,
         core: &mut PgCore,
         nexus: &ItNexus,
-        ua: &mut UaQueue<N>,
+        ua: &NexusUnitAttentions,
         req: &mut ScsiReq,
     ) -> ScsiAction {
         match core.admit(req.sub, req.admit_kind, self.transport, req.token) {
@@ -237,11 +248,11 @@ impl ScsiEngine {
     }
 
     /// Runs the device server.
-    fn exec<const N: usize>(
+    fn exec(
         &mut self,
         core: &mut PgCore,
         nexus: &ItNexus,
-        ua: &mut UaQueue<N>,
+        ua: &NexusUnitAttentions,
         req: &mut ScsiReq,
     ) -> ScsiAction {
         if let Some(lun) = req.lun {
@@ -307,14 +318,15 @@ impl ScsiEngine {
             }),
         };
         // The namespace of the logical unit, for its reservation.
-        let nsid = lu.and(req.lun).map(|l| u32::from(l) + 1);
-        if let Some(nsid) = nsid {
-            reservation::take_notices(core, req.sub, nsid, nexus, ua);
+        let lun = lu.and(req.lun);
+        let nsid = lun.map(|l| u32::from(l) + 1);
+        if let (Some(nsid), Some(lun)) = (nsid, lun) {
+            reservation::take_notices(core, req.sub, nsid, lun, nexus, ua);
         }
         // A device server run again (it waited for buffers) delivers what it took before.
         let check = match req.delivering.take() {
             Some(sense) => UaCheck::Deliver(sense),
-            None => ua.check(cmd.cdb),
+            None => ua.check(lun, cmd.cdb),
         };
         let verdict = match check {
             UaCheck::Proceed => match alua_state.map(|st| alua::check(st, cmd.cdb)) {

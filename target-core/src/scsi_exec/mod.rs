@@ -54,15 +54,16 @@
 //!   a SCSI command before the bdev is touched;
 //! - per LU per poll group: [`MappedLu`] (the SCSI description of the namespace), rebuilt
 //!   when namespaces change;
-//! - per I_T nexus: [`ItNexus`] — its reservation identity ([`ItNexus::identity`]), and,
-//!   when wired, the unit attention queue per LU and the cached standing per volume
-//!   (the NVMe counterpart is the controller: host identifier, AEN and log pages);
+//! - per I_T nexus: [`ItNexus`] — its reservation identity ([`ItNexus::identity`]) — and
+//!   [`NexusUnitAttentions`], its unit attention queue per LU, shared by the nexus's channels
+//!   and known to the subsystem (`Subsystem::scsi_unit_attention`) (the NVMe counterpart is
+//!   the controller: host identifier, AEN and log pages);
 //! - per target port (an SRP listener): the ANA state of each group is the ALUA state of
 //!   the port; the nexus names its listener ([`ItNexus::listener`]) and, with ANA reporting,
 //!   its target port group ([`ItNexus::tpg_id`]); the state is read per command from the
 //!   poll group's ANA snapshot (`PgCore::ana_state`, the index cached in
 //!   [`ItNexus::ana_cache`]), REPORT TARGET PORT GROUPS from the same snapshot
-//!   (`PgCore::alua_tpgs`). The unit attention queue is per channel (the SRP transport's).
+//!   (`PgCore::alua_tpgs`).
 //!
 //! The checks slot into [`ScsiEngine::drive`] between admission and the device server
 //! (unit attention, then ALUA state — wired —, then reservation conflict), each a branch when
@@ -74,8 +75,10 @@ mod io_bdev;
 mod lu_map;
 mod mode_select;
 mod nexus;
+mod nexus_ua;
 mod request;
 mod reservation;
+mod task_set;
 #[cfg(test)]
 mod tests;
 
@@ -83,4 +86,6 @@ pub use engine::{HostMatcher, ScsiEngine};
 pub use io_bdev::bdev_sense;
 pub use lu_map::{LuLimits, LuMap, MappedLu, logical_unit};
 pub use nexus::ItNexus;
+pub use nexus_ua::NexusUnitAttentions;
 pub use request::{ScsiAction, ScsiCommand, ScsiReq};
+pub use task_set::logical_unit_reset;

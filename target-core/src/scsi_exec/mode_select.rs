@@ -3,14 +3,15 @@
 //! stored in the namespace's [`crate::target::LuModes`] — one per volume, so every nexus on
 //! every poll group sees them with its next command (the LU's description is refreshed per
 //! command, [`super::LuMap::refresh_modes`]).
-//!
-//! Not done: the MODE PARAMETERS CHANGED unit attention (2Ah/01h) SPC-4 gives the other
-//! I_T nexuses (unit attentions are still queued per SRP channel, not per nexus per LU).
+//! A change raises MODE PARAMETERS CHANGED (2Ah/01h) on the LU for every other I_T nexus
+//! (SPC-4 5.14: the parameters are shared by all of them).
 
 use super::engine::{ScsiEngine, map_of};
+use super::nexus::ItNexus;
 use super::request::{Phase, ScsiAction, ScsiReq};
 use crate::scsi::cdb::op;
 use crate::scsi::mode_select::{decode_mode_select, mode_select};
+use crate::scsi::ua::UnitAttention;
 use crate::scsi::{ScsiStatus, Sense, Verdict};
 use crate::target::PgCore;
 
@@ -37,7 +38,12 @@ pub(super) fn decode(req: &mut ScsiReq) -> Option<Verdict> {
 
 impl ScsiEngine {
     /// Runs a MODE SELECT whose parameter list has been fetched, and ends it.
-    pub(super) fn run_mode_select(&mut self, core: &mut PgCore, req: &mut ScsiReq) -> ScsiAction {
+    pub(super) fn run_mode_select(
+        &mut self,
+        core: &mut PgCore,
+        nexus: &ItNexus,
+        req: &mut ScsiReq,
+    ) -> ScsiAction {
         let (Some(c), Some(lun)) = (req.mode_select.take(), req.lun) else {
             req.check(Sense::internal_target_failure());
             return Self::respond(core, req);
@@ -65,6 +71,13 @@ impl ScsiEngine {
                         u8::from(new.wce),
                         u8::from(new.swp)
                     );
+                    if let Some(s) = core.subsystem(req.sub) {
+                        s.scsi_unit_attention(
+                            lun,
+                            UnitAttention::ModeParametersChanged,
+                            Some(nexus.identity()),
+                        );
+                    }
                 }
                 req.status = ScsiStatus::Good;
             }

@@ -10,11 +10,9 @@ use crate::target::ListenAddr;
 /// transport keeps one per session (SRP: per channel, built from its LOGIN_REQ) and passes it
 /// with every command.
 ///
-/// This is where the per-nexus SCSI state goes as it is wired: the unit attention queue per
-/// LU (`scsi::ua::UaQueue`, which must be shared by every channel of the nexus, so it will sit
-/// behind an `Arc` the transport's session registry hands out, checked per command through a
-/// "nothing pending" flag), and the cached reservation standing per volume
-/// (`reservation::CachedStanding`, keyed by [`ItNexus::identity`]).
+/// The nexus's unit attention queues are its session's
+/// ([`super::NexusUnitAttentions`], shared by every channel), passed beside it to
+/// [`super::ScsiEngine::drive`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ItNexus {
     /// The initiator port (for SRP the 16-byte initiator port id of LOGIN_REQ).

@@ -35,6 +35,11 @@ pub enum ScsiAction {
     /// initiator, then the status ([`ScsiReq::status`], [`ScsiReq::sense`]). Admission has
     /// been given back.
     Respond,
+    /// PERSISTENT RESERVE OUT with PREEMPT AND ABORT preempted these I_T nexuses
+    /// ([`ScsiReq::take_preempted`]): abort their tasks on the command's LU, on every channel
+    /// (answering them TASK ABORTED, TAS = 1), wait until they are gone, then respond as
+    /// [`ScsiAction::Respond`] does. Admission has been given back.
+    AbortPreempted,
 }
 
 /// One command as the transport received it.
@@ -134,6 +139,8 @@ pub struct ScsiReq {
     pub(super) caw_step: super::caw::CawStep,
     pub(super) caw_owner: Option<crate::compare_write::Owner>,
     pub(super) caw_lock: Option<crate::compare_write::LockId>,
+    /// The nexuses a PREEMPT AND ABORT preempted ([`ScsiAction::AbortPreempted`]).
+    pub(super) preempted: Option<std::sync::Arc<[crate::reservation::Nexus]>>,
 }
 
 impl Default for ScsiReq {
@@ -177,6 +184,7 @@ impl ScsiReq {
             caw_step: super::caw::CawStep::Lock,
             caw_owner: None,
             caw_lock: None,
+            preempted: None,
         }
     }
 
@@ -212,12 +220,27 @@ impl ScsiReq {
         self.caw_step = super::caw::CawStep::Lock;
         self.caw_owner = None;
         self.caw_lock = None;
+        self.preempted = None;
     }
 
     /// Ends the command with CHECK CONDITION and `sense` and no data-in (see
     /// [`super::ScsiEngine::fail`], which also gives back the admission).
     pub(super) fn fail(&mut self, sense: Sense) {
         self.check(sense);
+        self.data_in = 0;
+        self.phase = Phase::Done;
+    }
+
+    /// The I_T nexuses whose tasks on the LU must be aborted before the response
+    /// ([`ScsiAction::AbortPreempted`]).
+    pub fn take_preempted(&mut self) -> Option<std::sync::Arc<[crate::reservation::Nexus]>> {
+        self.preempted.take()
+    }
+
+    /// Ends the command with TASK ABORTED, no data-in, no sense.
+    pub(super) fn task_aborted(&mut self) {
+        self.status = ScsiStatus::TaskAborted;
+        self.sense = None;
         self.data_in = 0;
         self.phase = Phase::Done;
     }

@@ -15,18 +15,19 @@
 //!    PERSISTENT RESERVE OUT first fetches its parameter list, then runs
 //!    ([`run_pr_out`]).
 //!
-//! Not done here yet (docs/reservations.md, Status): PREEMPT AND ABORT does not abort the
-//! preempted nexuses' outstanding tasks; notices reach a nexus's per-channel unit attention
-//! queue (`UaQueue`), not a queue per LU.
+//! PREEMPT AND ABORT ends with [`ScsiAction::AbortPreempted`]: the transport aborts the
+//! preempted nexuses' tasks on the LU and responds once they are gone. Notices become unit
+//! attentions in the nexus's queue of the LU.
 
 use super::nexus::ItNexus;
+use super::nexus_ua::NexusUnitAttentions;
 use super::request::{Phase, ScsiAction, ScsiReq};
-use crate::reservation::{Initiator, Notice};
+use crate::reservation::{Initiator, Nexus, Notice};
 use crate::scsi::pr_in::{PERSISTENT_RESERVE_IN, decode_pr_in, execute_pr_in};
 use crate::scsi::pr_out::{PERSISTENT_RESERVE_OUT, PrStatus, decode_pr_out, execute_pr_out};
 use crate::scsi::reserve::{RELEASE_6, RELEASE_10, RESERVE_6, RESERVE_10, execute_reserve_release};
 use crate::scsi::sense::SenseKey;
-use crate::scsi::ua::{UaQueue, UnitAttention};
+use crate::scsi::ua::UnitAttention;
 use crate::scsi::{ScsiStatus, Sense, Verdict, pr_access};
 use crate::target::PgCore;
 
@@ -48,19 +49,20 @@ const fn persist_failed() -> Sense {
 }
 
 /// Moves the notices the volume holds for `nexus` into its unit attention queue (step 1).
-pub(super) fn take_notices<const N: usize>(
+pub(super) fn take_notices(
     core: &PgCore,
     sub: u32,
     nsid: u32,
+    lun: u16,
     nexus: &ItNexus,
-    ua: &mut UaQueue<N>,
+    ua: &NexusUnitAttentions,
 ) {
     let Some(vol) = core.reservation(sub, nsid) else {
         return;
     };
     if vol.has_notices() {
         vol.take_notices(Initiator::Scsi(nexus.identity()), |n: Notice| {
-            ua.establish(UnitAttention::for_notice(n.kind));
+            ua.establish(lun, UnitAttention::for_notice(n.kind));
         });
     }
 }
@@ -154,12 +156,25 @@ pub(super) fn run_pr_out(core: &mut PgCore, nexus: &ItNexus, req: &mut ScsiReq) 
     match r {
         Ok(r) => {
             crate::nvme_exec::notify_hosts(core, req.sub, nsid, &r.effects.notices);
-            if !r.effects.aborted.is_empty() {
+            // PREEMPT AND ABORT: the preempted SCSI nexuses' tasks on the LU are aborted
+            // before the command completes (the transport does it).
+            let nexuses: std::sync::Arc<[Nexus]> = r
+                .effects
+                .aborted
+                .iter()
+                .filter_map(|w| match w {
+                    Initiator::Scsi(n) => Some(*n),
+                    Initiator::Nvme(_) => None,
+                })
+                .collect();
+            if nexuses.len() < r.effects.aborted.len() {
                 tracing::info!(
-                    "PERSISTENT RESERVE OUT: preempted {} registrant(s); their outstanding \
-                     tasks are not aborted (not wired yet)",
-                    r.effects.aborted.len()
+                    "PERSISTENT RESERVE OUT: PREEMPT AND ABORT preempted NVMe host(s); their \
+                     commands are not aborted from SCSI (later ones conflict)"
                 );
+            }
+            if !nexuses.is_empty() {
+                req.preempted = Some(nexuses);
             }
             match r.status {
                 PrStatus::Good => req.status = ScsiStatus::Good,
@@ -173,5 +188,9 @@ pub(super) fn run_pr_out(core: &mut PgCore, nexus: &ItNexus, req: &mut ScsiReq) 
         }
     }
     req.phase = Phase::Done;
-    super::ScsiEngine::respond(core, req)
+    let action = super::ScsiEngine::respond(core, req);
+    if req.preempted.is_some() {
+        return ScsiAction::AbortPreempted;
+    }
+    action
 }

@@ -191,7 +191,7 @@ impl Transport for TestTransport {
                 },
             ),
             nexus: nexus(),
-            ua: crate::scsi::ua::UaQueue::empty(),
+            ua: super::NexusUnitAttentions::settled(nexus().identity()),
             reqs: Slab::new(),
             pool: (0..POOL)
                 .map(|_| IoBuf::alloc(UNIT as usize).unwrap())
@@ -246,7 +246,7 @@ struct TestPg {
     shared: Arc<Mailbox>,
     engine: ScsiEngine,
     nexus: ItNexus,
-    ua: crate::scsi::ua::UaQueue,
+    ua: super::NexusUnitAttentions,
     reqs: Slab<Req>,
     pool: Vec<IoBuf>,
     buf_wait: VecDeque<(usize, usize)>,
@@ -278,9 +278,7 @@ impl TestPg {
 
     fn drive(&mut self, core: &mut PgCore, key: usize) {
         let r = &mut self.reqs[key];
-        let a = self
-            .engine
-            .drive(core, &self.nexus, &mut self.ua, &mut r.exec);
+        let a = self.engine.drive(core, &self.nexus, &self.ua, &mut r.exec);
         self.act(core, key, a);
     }
 
@@ -323,12 +321,11 @@ impl TestPg {
                     self.retry.push_back(key);
                     return;
                 }
-                ScsiAction::Respond => return self.respond(key),
+                // One nexus here: nothing of another nexus to abort.
+                ScsiAction::Respond | ScsiAction::AbortPreempted => return self.respond(key),
             }
             let r = &mut self.reqs[key];
-            a = self
-                .engine
-                .drive(core, &self.nexus, &mut self.ua, &mut r.exec);
+            a = self.engine.drive(core, &self.nexus, &self.ua, &mut r.exec);
         }
     }
 

@@ -14,6 +14,7 @@ use super::state::{ChangeQueue, SubsystemState};
 use crate::bdev::Bdev;
 use crate::nvme::CntlidAllocator;
 use crate::registry::TransportAttrs;
+use crate::scsi_exec::NexusUnitAttentions;
 
 /// The well-known NQN of the discovery subsystem.
 pub const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
@@ -324,6 +325,9 @@ pub struct Subsystem {
     /// Bumped whenever the namespace set changes, so poll groups notice on resume.
     pub(crate) ns_generation: AtomicU64,
     controllers: Mutex<Controllers>,
+    /// The unit attention queues of the SCSI I_T nexuses logged in (one per nexus, shared by
+    /// its channels).
+    scsi_nexuses: Mutex<Vec<Arc<NexusUnitAttentions>>>,
 }
 
 impl std::fmt::Debug for Subsystem {
@@ -351,6 +355,7 @@ impl Subsystem {
                 alloc: None,
                 entries: BTreeMap::new(),
             }),
+            scsi_nexuses: Mutex::new(Vec::new()),
         }
     }
 
@@ -393,9 +398,44 @@ impl Subsystem {
     /// reservations (RESERVE(6/10)) on every logical unit are dropped, as SPC-4 says;
     /// persistent reservations stay.
     pub fn scsi_nexus_lost(&self, nexus: crate::reservation::Nexus) {
+        self.scsi_nexuses.lock().retain(|n| n.identity() != nexus);
         for ns in self.config.read().namespaces.values() {
             ns.reservation.nexus_lost(nexus);
         }
+    }
+
+    /// A SCSI I_T nexus logged in: its unit attention queues, which
+    /// [`Subsystem::scsi_unit_attention`] reaches until [`Subsystem::scsi_nexus_lost`].
+    pub fn scsi_nexus_attach(&self, ua: Arc<NexusUnitAttentions>) {
+        let mut g = self.scsi_nexuses.lock();
+        g.retain(|n| n.identity() != ua.identity());
+        g.push(ua);
+    }
+
+    /// Raises the unit attention `ua` on logical unit `lun` for every SCSI I_T nexus of the
+    /// subsystem but `except` (the one whose command caused it): LU reset, capacity change,
+    /// commands cleared. Control path (one lock per nexus); the condition is reported by each
+    /// nexus's next command to the LU.
+    pub fn scsi_unit_attention(
+        &self,
+        lun: u16,
+        ua: crate::scsi::ua::UnitAttention,
+        except: Option<crate::reservation::Nexus>,
+    ) {
+        for n in self.scsi_nexuses.lock().iter() {
+            if Some(n.identity()) != except {
+                n.establish(lun, ua);
+            }
+        }
+    }
+
+    /// The unit attention queues of the SCSI nexus `nexus`, if it is logged in.
+    pub fn scsi_nexus(&self, nexus: crate::reservation::Nexus) -> Option<Arc<NexusUnitAttentions>> {
+        self.scsi_nexuses
+            .lock()
+            .iter()
+            .find(|n| n.identity() == nexus)
+            .cloned()
     }
 
     /// Registers a controller under a freshly allocated controller id. `make` receives the id

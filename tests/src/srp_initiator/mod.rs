@@ -178,6 +178,12 @@ pub struct SrpInitiator {
     /// Whether the target disconnected (DREQ / DISCONNECTED seen).
     pub disconnected: bool,
     recv_posted: usize,
+    /// Before the first command to a LUN, send TEST UNIT READY and swallow the POWER ON, RESET
+    /// unit attention a new nexus has pending there, as Linux's LUN scan does (default). A
+    /// test of the unit attention itself turns it off.
+    pub absorb_power_on: bool,
+    /// LUNs addressed so far.
+    addressed: std::collections::HashSet<u16>,
 }
 
 fn wait_event(ch: &EventChannel, timeout: Duration) -> Result<fabric::CmEvent, LoginError> {
@@ -268,6 +274,8 @@ impl SrpInitiator {
             cred_reqs: 0,
             disconnected: false,
             recv_posted: 0,
+            absorb_power_on: true,
+            addressed: std::collections::HashSet::new(),
         };
         for i in 0..RECV_SLOTS {
             me.post_recv(i)?;
@@ -410,6 +418,14 @@ impl SrpInitiator {
         layout: Layout,
         force: bool,
     ) -> Result<u64, FabricError> {
+        if self.addressed.insert(lun) && self.absorb_power_on {
+            let tag = self.command(lun, &[0; 6], &Data::None, Layout::Direct, false)?;
+            let r = self.wait(tag)?;
+            if r.status != 0 && r.sense_key() != Some((0x6, 0x29, 0x00)) {
+                // Another condition, or no LU there: the test's own command will find out.
+                tracing::debug!("TEST UNIT READY before LUN {lun}'s first command: {r:?}");
+            }
+        }
         if !force {
             let deadline = Instant::now() + TIMEOUT;
             while self.req_lim <= 1 {

@@ -21,19 +21,48 @@ pub const RELEASE: u8 = 0x02;
 pub const CLEAR: u8 = 0x03;
 /// … PREEMPT.
 pub const PREEMPT: u8 = 0x04;
+/// … PREEMPT AND ABORT.
+pub const PREEMPT_AND_ABORT: u8 = 0x05;
 /// SCSI type Write Exclusive.
 pub const WRITE_EXCLUSIVE: u8 = 0x01;
 /// SCSI type Exclusive Access.
 pub const EXCLUSIVE_ACCESS: u8 = 0x03;
 
-/// PERSISTENT RESERVE OUT with a 24-byte basic parameter list.
+/// PERSISTENT RESERVE OUT with a 24-byte basic parameter list, to LUN 0.
 pub fn pr_out(i: &mut SrpInitiator, sa: u8, rtype: u8, key: u64, sa_key: u64) -> Response {
+    pr_out_on(i, 0, sa, rtype, key, sa_key)
+}
+
+/// PERSISTENT RESERVE OUT with a 24-byte basic parameter list, to `lun`.
+pub fn pr_out_on(
+    i: &mut SrpInitiator,
+    lun: u16,
+    sa: u8,
+    rtype: u8,
+    key: u64,
+    sa_key: u64,
+) -> Response {
+    let tag = pr_out_start(i, lun, sa, rtype, key, sa_key);
+    i.wait(tag).unwrap()
+}
+
+/// Sends PERSISTENT RESERVE OUT to `lun` without waiting; returns its tag.
+pub fn pr_out_start(
+    i: &mut SrpInitiator,
+    lun: u16,
+    sa: u8,
+    rtype: u8,
+    key: u64,
+    sa_key: u64,
+) -> u64 {
     let mut p = [0u8; 24];
     p[..8].copy_from_slice(&key.to_be_bytes());
     p[8..16].copy_from_slice(&sa_key.to_be_bytes());
-    i.mem()[..24].copy_from_slice(&p);
+    // Parameter lists from the end of the initiator's memory, away from test data.
+    let off = i.mem_len() - 4096;
+    i.mem()[off..off + 24].copy_from_slice(&p);
     let c = [0x5F, sa, rtype, 0, 0, 0, 0, 0, 24, 0];
-    i.run(0, &c, &Data::Out(vec![(0, 24)]), Layout::Direct)
+    i.command(lun, &c, &Data::Out(vec![(off, 24)]), Layout::Direct, false)
         .unwrap()
 }
 

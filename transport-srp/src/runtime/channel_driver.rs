@@ -16,8 +16,7 @@ use rdma_plumbing::cm::CmNotice;
 use rdma_plumbing::drain;
 use serde_json::{Value, json};
 use target_core::scsi::ScsiStatus;
-use target_core::scsi::ua::UaQueue;
-use target_core::scsi_exec::ItNexus;
+use target_core::scsi_exec::{ItNexus, NexusUnitAttentions};
 use target_core::target::{ControllerInfo, ListenAddr, PgCore, Subsystem, SubsystemState};
 
 use super::req::Req;
@@ -69,12 +68,9 @@ pub(super) struct Chan {
     pub nexus: NexusKey,
     /// The I_T nexus as target-core's SCSI engine sees it.
     pub scsi: ItNexus,
-    /// Unit attentions pending for this channel's nexus (REPORTED LUNS DATA HAS CHANGED when
-    /// the subsystem's namespaces or their visibility change, ASYMMETRIC ACCESS STATE CHANGED
-    /// when the ALUA states of an LU it sees change). Kept per channel, not per LU: a change is
-    /// reported once on each channel of a multi-channel nexus, by the first command to any of
-    /// its LUs, which only makes the initiator look again.
-    pub ua: UaQueue<4>,
+    /// The unit attention queues of the channel's nexus, per LU, shared by every channel of
+    /// the nexus (the session's, from [`crate::sessions::Sessions::accept`]).
+    pub ua: Arc<NexusUnitAttentions>,
     pub cntlid: u16,
     pub peer: SocketAddr,
     pub listen: ListenAddr,
@@ -406,6 +402,7 @@ impl SrpPg {
                 return Err((Some(nc.id), res, format!("send ring: {e}")));
             }
         };
+        let scsi = super::req::scsi_nexus(&nc.nexus, &nc.sub, &nc.listen);
         let mut chan = Chan {
             gid: nc.gid,
             key,
@@ -419,8 +416,9 @@ impl SrpPg {
             sub_id: nc.sub.id(),
             sub: Arc::clone(&nc.sub),
             nexus: nc.nexus,
-            scsi: super::req::scsi_nexus(&nc.nexus, &nc.sub, &nc.listen),
-            ua: UaQueue::empty(),
+            // Replaced by the session's when it is accepted below.
+            ua: Arc::new(NexusUnitAttentions::settled(scsi.identity())),
+            scsi,
             cntlid: 0,
             peer: nc.peer,
             io_stats: core.listener_io(&nc.listen),
@@ -463,7 +461,7 @@ impl SrpPg {
         }
         // Register the session; a later single-channel login may have superseded this one.
         let host = nc.nexus.initiator.to_string();
-        let cntlid =
+        let (cntlid, ua) =
             match self
                 .shared
                 .sessions
@@ -494,6 +492,7 @@ impl SrpPg {
                 }
             };
         chan.cntlid = cntlid;
+        chan.ua = ua;
         let d = &self.devs[dev];
         let rsp = nc.accept.response(nc.login.tag, nc.result).encode();
         let param = ConnParam {

@@ -403,8 +403,8 @@ impl SrpPg {
         self.establish_where_seen(core, subsystem, nsids, UnitAttention::CapacityDataChanged);
     }
 
-    /// Establishes `ua` on every nexus of `subsystem` here that sees one of the LUs of
-    /// namespaces `nsids`.
+    /// Establishes `ua` on each LU of namespaces `nsids` for every nexus of `subsystem` here
+    /// that sees it (the nexus's queues are shared by its channels: queued once per LU).
     fn establish_where_seen(
         &mut self,
         core: &mut PgCore,
@@ -412,13 +412,13 @@ impl SrpPg {
         nsids: &[u32],
         ua: UnitAttention,
     ) {
-        for (_, c) in self.chans.iter_mut().filter(|(_, c)| c.sub_id == subsystem) {
-            let sees = nsids.iter().any(|&n| {
-                u16::try_from(n.saturating_sub(1))
-                    .is_ok_and(|lun| self.scsi.lu_visible(core, subsystem, lun, &c.scsi))
-            });
-            if sees {
-                c.ua.establish(ua);
+        for (_, c) in self.chans.iter().filter(|(_, c)| c.sub_id == subsystem) {
+            for &n in nsids {
+                if let Ok(lun) = u16::try_from(n.saturating_sub(1))
+                    && self.scsi.lu_visible(core, subsystem, lun, &c.scsi)
+                {
+                    c.ua.establish(lun, ua);
+                }
             }
         }
     }
@@ -477,8 +477,9 @@ impl TransportPollGroup for SrpPg {
         }
         // The LUN inventory (or what a nexus may see of it) changed: SPC-4's REPORTED LUNS
         // DATA HAS CHANGED on every nexus of the subsystem, so the initiator scans again.
-        for (_, c) in self.chans.iter_mut().filter(|(_, c)| c.sub_id == subsystem) {
-            c.ua.establish(UnitAttention::ReportedLunsDataChanged);
+        // Every channel of a nexus shares its queues: the condition is queued once per LU.
+        for (_, c) in self.chans.iter().filter(|(_, c)| c.sub_id == subsystem) {
+            c.ua.establish_everywhere(UnitAttention::ReportedLunsDataChanged);
         }
     }
 

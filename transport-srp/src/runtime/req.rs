@@ -88,6 +88,9 @@ pub(super) struct Req {
     xfer_next: u32,
     recv_lent: bool,
     aborted: bool,
+    /// Aborted by another I_T nexus's task management or PREEMPT AND ABORT: answered with
+    /// TASK ABORTED once nothing of it is in flight (TAS = 1), instead of not at all.
+    answer_aborted: bool,
     waiting_buf: bool,
     buf_woken: bool,
     need_units: usize,
@@ -116,6 +119,7 @@ impl Req {
             xfer_next: 0,
             recv_lent: false,
             aborted: false,
+            answer_aborted: false,
             waiting_buf: false,
             buf_woken: false,
             need_units: 0,
@@ -144,6 +148,7 @@ impl Req {
         self.xfer_next = 0;
         self.recv_lent = false;
         self.aborted = false;
+        self.answer_aborted = false;
         self.waiting_buf = false;
         self.buf_woken = false;
         self.need_units = 0;
@@ -208,19 +213,23 @@ fn return_lent_recv(ring: &mut [Option<IoBuf>], r: &mut Req) {
     }
 }
 
-/// Which tasks a task management request aborts, on any poll group.
-#[derive(Clone, Copy, Debug)]
+/// Which tasks a task management request (or PREEMPT AND ABORT) aborts, on any poll group.
+#[derive(Clone, Debug)]
 pub(crate) struct AbortSpec {
     sub: u32,
     lun: u16,
     scope: SpecScope,
+    /// The nexus that asked: its own aborted tasks are not answered; another nexus's are,
+    /// with TASK ABORTED (TAS = 1), when `answer_others`.
+    requester: NexusKey,
+    answer_others: bool,
     /// The poll group the task management request arrived on and its arrival there: tasks
     /// that arrived after it on that poll group are not its business (SAM: a reset aborts the
     /// tasks received before it). Other poll groups' tasks have no order against it.
     arrived: (usize, u64),
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 enum SpecScope {
     /// The task with this tag on any channel of the nexus (SRP r16a §4.1.3: an ABORT TASK
     /// may arrive on another channel than its task).
@@ -230,6 +239,8 @@ enum SpecScope {
     },
     Nexus(NexusKey),
     All,
+    /// The tasks of these I_T nexuses (the registrants PREEMPT AND ABORT removed).
+    Preempted(std::sync::Arc<[target_core::reservation::Nexus]>),
 }
 
 impl SrpPg {
@@ -326,6 +337,10 @@ impl SrpPg {
             };
             let stage = r.stage;
             if r.aborted && matches!(stage, Stage::Core | Stage::Fetch | Stage::Respond) {
+                if r.answer_aborted {
+                    self.answer_task_aborted(core, key, slot);
+                    continue;
+                }
                 return self.finish(core, key, slot, false);
             }
             let moved = match stage {
@@ -345,7 +360,7 @@ impl SrpPg {
         let c = &mut self.chans[key as usize];
         let nexus = &c.scsi;
         let r = &mut c.reqs[slot as usize];
-        let action = self.scsi.drive(core, nexus, &mut c.ua, &mut r.exec);
+        let action = self.scsi.drive(core, nexus, &c.ua, &mut r.exec);
         self.apply(key, slot, action)
     }
 
@@ -375,6 +390,30 @@ impl SrpPg {
             ScsiAction::Respond => {
                 r.stage = Stage::Respond;
                 true
+            }
+            ScsiAction::AbortPreempted => {
+                let Some(who) = r.exec.take_preempted() else {
+                    r.stage = Stage::Respond;
+                    return true;
+                };
+                let c = &self.chans[key as usize];
+                let r = &c.reqs[slot as usize];
+                let spec = AbortSpec {
+                    sub: c.sub_id,
+                    lun: r.lun.unwrap_or(0),
+                    scope: SpecScope::Preempted(who),
+                    requester: c.nexus,
+                    answer_others: true,
+                    arrived: (self.index, r.arrival),
+                };
+                tracing::info!(
+                    "SRP channel {}: PREEMPT AND ABORT: aborting the preempted nexuses' tasks",
+                    c.gid
+                );
+                let serial = r.serial;
+                self.chans[key as usize].reqs[slot as usize].stage = Stage::TmWait;
+                self.abort_everywhere(spec, key, slot, serial);
+                false
             }
         }
     }
@@ -668,6 +707,10 @@ impl SrpPg {
             return_lent_recv(&mut c.recv, r);
             r.stage = Stage::Core;
             ScsiEngine::abandon(core, &mut r.exec);
+            if r.answer_aborted {
+                // Its outcome is dropped: whatever the bdev did, the answer is TASK ABORTED.
+                return self.drive(core, key, slot);
+            }
             return self.finish(core, key, slot, false);
         }
         if io.status != IoStatus::Success {
@@ -935,8 +978,33 @@ impl SrpPg {
             )
         {
             let responded = r.stage == Stage::Sending;
+            if r.answer_aborted && !responded {
+                return self.answer_task_aborted_now(core, key, slot);
+            }
             self.finish(core, key, slot, responded);
         }
+    }
+
+    /// An aborted request to be answered (another nexus aborted it) whose work is over: it
+    /// now ends with TASK ABORTED (the next drive responds).
+    fn answer_task_aborted(&mut self, core: &mut PgCore, key: u16, slot: u16) {
+        let Some(r) = self
+            .chans
+            .get_mut(key as usize)
+            .and_then(|c| c.reqs.get_mut(slot as usize))
+        else {
+            return;
+        };
+        r.aborted = false;
+        r.answer_aborted = false;
+        ScsiEngine::task_aborted(core, &mut r.exec);
+        r.stage = Stage::Respond;
+    }
+
+    /// [`SrpPg::answer_task_aborted`], and the response goes.
+    fn answer_task_aborted_now(&mut self, core: &mut PgCore, key: u16, slot: u16) {
+        self.answer_task_aborted(core, key, slot);
+        self.drive(core, key, slot);
     }
 
     /// Frees a request slot and everything it holds.
@@ -1033,17 +1101,25 @@ impl SrpPg {
                 r.stage = Stage::Respond;
                 self.drive(core, key, slot);
             }
-            TmPlan::Abort { scope, .. } => {
+            TmPlan::Abort { scope, reset_lun } => {
+                let lun = lun.unwrap_or(0);
                 let spec = AbortSpec {
                     arrived: (self.index, r.arrival),
                     sub,
-                    lun: lun.unwrap_or(0),
+                    lun,
                     scope: match scope {
                         AbortScope::Task(tag) => SpecScope::Task { nexus, tag },
                         AbortScope::NexusOnLun => SpecScope::Nexus(nexus),
                         AbortScope::AllOnLun => SpecScope::All,
                     },
+                    requester: nexus,
+                    answer_others: true,
                 };
+                if reset_lun {
+                    // SPC-2 reservation cleared, BUS DEVICE RESET FUNCTION OCCURRED on every
+                    // other nexus; the tasks go below.
+                    target_core::scsi_exec::logical_unit_reset(core, sub, lun, &scsi_nexus);
+                }
                 r.stage = Stage::TmWait;
                 r.tm_code = TmResponse::Complete;
                 let serial = r.serial;
@@ -1064,7 +1140,7 @@ impl SrpPg {
         let sent = self.shared.reactors.for_each_reactor_async::<()>(
             move |rctx, step| {
                 with_transport_pg::<SrpPg, _>(rctx, index, |pg, core| {
-                    pg.abort_mark(core, spec, id)
+                    pg.abort_mark(core, spec.clone(), id)
                 });
                 step.next(Ok(()));
             },
@@ -1169,18 +1245,20 @@ impl SrpPg {
     /// Aborts the tasks `spec` selects on this poll group; those still in flight count on
     /// waiter `w` and tell it when they are gone.
     fn abort_matching(&mut self, core: &mut PgCore, spec: AbortSpec, w: u32) {
-        let mut todo: Vec<(u16, u16)> = Vec::new();
+        let mut todo: Vec<(u16, u16, bool)> = Vec::new();
         for (k, c) in self.chans.iter() {
             if c.sub_id != spec.sub {
                 continue;
             }
-            let chan_ok = match spec.scope {
-                SpecScope::Task { nexus, .. } | SpecScope::Nexus(nexus) => c.nexus == nexus,
+            let chan_ok = match &spec.scope {
+                SpecScope::Task { nexus, .. } | SpecScope::Nexus(nexus) => c.nexus == *nexus,
                 SpecScope::All => true,
+                SpecScope::Preempted(who) => who.contains(&c.scsi.identity()),
             };
             if !chan_ok {
                 continue;
             }
+            let answer = spec.answer_others && c.nexus != spec.requester;
             for (i, r) in c.reqs.iter().enumerate() {
                 if r.stage == Stage::Free || r.tm || r.lun != Some(spec.lun) {
                     continue;
@@ -1188,17 +1266,17 @@ impl SrpPg {
                 if spec.arrived.0 == self.index && r.arrival > spec.arrived.1 {
                     continue;
                 }
-                if let SpecScope::Task { tag, .. } = spec.scope
-                    && r.tag != tag
+                if let SpecScope::Task { tag, .. } = &spec.scope
+                    && r.tag != *tag
                 {
                     continue;
                 }
-                todo.push((k as u16, i as u16));
+                todo.push((k as u16, i as u16, answer));
             }
         }
         let mut in_flight = 0;
-        for &(k, i) in &todo {
-            if self.abort_req(core, k, i, Some(w)) {
+        for &(k, i, answer) in &todo {
+            if self.abort_req(core, k, i, Some(w), answer) {
                 in_flight += 1;
             }
         }
@@ -1210,9 +1288,17 @@ impl SrpPg {
         );
     }
 
-    /// Aborts one request: no more data transfer, no response. Returns whether it is still in
-    /// flight (a waiter given is then told when it is gone).
-    fn abort_req(&mut self, core: &mut PgCore, key: u16, slot: u16, w: Option<u32>) -> bool {
+    /// Aborts one request: no more data transfer, and no response — or, with `answer`, TASK
+    /// ABORTED once nothing of it is in flight. Returns whether it is still in flight (a
+    /// waiter given is then told when it is gone, answered or not).
+    fn abort_req(
+        &mut self,
+        core: &mut PgCore,
+        key: u16,
+        slot: u16,
+        w: Option<u32>,
+        answer: bool,
+    ) -> bool {
         let Some(r) = self
             .chans
             .get_mut(key as usize)
@@ -1220,7 +1306,11 @@ impl SrpPg {
         else {
             return false;
         };
+        // A task already aborted silently (its own nexus's abort, a failed transfer, its
+        // channel closing) stays unanswered.
+        r.answer_aborted = answer && (!r.aborted || r.answer_aborted);
         r.aborted = true;
+        let answer = r.answer_aborted;
         match r.stage {
             Stage::Free => false,
             Stage::Reading | Stage::Writing | Stage::Bdev | Stage::Sending => {
@@ -1233,13 +1323,17 @@ impl SrpPg {
                 true
             }
             Stage::Admit | Stage::Core | Stage::Fetch | Stage::Respond => {
-                if r.sq_wrs > 0 {
-                    // Posted work (a failed response) still out: wait for it.
+                if r.sq_wrs > 0 || answer {
+                    // Posted work (a failed response) still out, or TASK ABORTED to send:
+                    // wait for it.
                     if let Some(w) = w
                         && r.waiters.try_push(w).is_ok()
                         && let Some(x) = self.waiters.get_mut(w as usize)
                     {
                         x.remaining += 1;
+                    }
+                    if r.sq_wrs == 0 {
+                        self.answer_task_aborted_now(core, key, slot);
                     }
                     return true;
                 }
@@ -1264,7 +1358,7 @@ impl SrpPg {
                 .and_then(|c| c.reqs.get(slot as usize))
                 .is_some_and(|r| r.stage != Stage::Free);
             if busy {
-                self.abort_req(core, key, slot, None);
+                self.abort_req(core, key, slot, None, false);
             }
         }
     }
