@@ -87,3 +87,30 @@ fn a_condition_is_heard_once_per_nexus_and_only_on_its_lu() {
     assert_eq!(tur(&mut a1, 1).status, GOOD, "not again on channel 1");
     assert_eq!(tur(&mut a2, 1).status, GOOD);
 }
+
+/// MODE SELECT changes parameters every nexus shares: the others hear MODE PARAMETERS
+/// CHANGED (2Ah/01h) on that LU, the nexus that changed them does not.
+#[test]
+fn mode_select_tells_the_other_nexuses() {
+    let fx = SrpFixture::new(2, json!({}), 2, 2048);
+    let mut a = fx.login(A);
+    let mut b = fx.login(B);
+    // Header (no block descriptor), then the control page as MODE SENSE reports it, SWP set.
+    let list: [u8; 16] = [
+        0, 0, 0, 0, 0x0A, 0x0A, 0x00, 0x10, 0x08, 0x40, 0, 0, 0xFF, 0xFF, 0, 0,
+    ];
+    a.mem()[..list.len()].copy_from_slice(&list);
+    let r = a
+        .run(
+            0,
+            &[0x15, 0x10, 0, 0, list.len() as u8, 0],
+            &Data::Out(vec![(0, list.len() as u32)]),
+            Layout::Direct,
+        )
+        .unwrap();
+    assert_eq!(r.status, GOOD, "MODE SELECT: {:?}", r.sense_key());
+    assert_eq!(tur(&mut a, 0).status, GOOD, "the requester hears nothing");
+    assert_eq!(sense(&tur(&mut b, 1)), None, "not on another LU");
+    assert_eq!(sense(&tur(&mut b, 0)), Some((0x6, 0x2A, 0x01)), "B on LU 0");
+    assert_eq!(tur(&mut b, 0).status, GOOD, "reported once");
+}
