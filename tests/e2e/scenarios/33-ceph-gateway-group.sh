@@ -251,9 +251,8 @@ log "A's log on the fenced write: $(grep -iE 'blocklist|errno|rbd.*(fail|error)'
 # --- teardown --------------------------------------------------------------------------------
 nvme_disconnect "$NQN"
 gw_kill A
-# Not gw_stop: B, which broke the fenced A's lock and holds the image, logs "rtgt stopped" after
-# SIGTERM and then dies with SIGSEGV in the process exit (status 139, first guest run; rtgt exits
-# without closing its images, docs/ceph.md). Left to the RBD close/exit work.
-gw_kill B
+# B broke the fenced A's lock and holds the image: a clean stop closes it (bdev-rbd's close at
+# exit) and must exit 0 (it used to die with SIGSEGV in the process exit, status 139).
+gw_stop B
 ceph_host_ok blocklist_rm "$addr_a2" > /dev/null
 ceph_host heal all > /dev/null || true
