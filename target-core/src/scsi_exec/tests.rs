@@ -947,6 +947,7 @@ fn mode_select_swp_write_protects_the_lu() {
     control[3] = 0x10;
     control[8..10].copy_from_slice(&[0xFF, 0xFF]);
     control[4] = 0x08;
+    control[5] = 0x40; // TAS, as MODE SENSE reports it (not changeable)
     let list = mode_list(&[&control]);
     let d = h.run(&sub, 0, &mode_select6(&list), &list, 0);
     assert_eq!(d.status, ScsiStatus::Good, "{d:?}");
