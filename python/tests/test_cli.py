@@ -343,7 +343,8 @@ def _sample_command_lines(method):
     def words(arg):
         kind = arg["kind"]
         value = {
-            "str": "x1", "int": "7", "list": "a,b", "key_value": "k=v", "size_mib": "2",
+            "str": "x1", "int": "7", "list": "a,b", "int_list": "1,2", "key_value": "k=v",
+            "size_mib": "2",
         }.get(kind)
         if kind in ("choice", "list_of", "flag_set"):
             value = arg["choices"][0]
