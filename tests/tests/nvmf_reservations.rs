@@ -6,7 +6,8 @@
 
 use rtgt_tests::TestTarget;
 use rtgt_tests::nvme_cmds::resv::{
-    EA, WE, acquire, notification, preempt_and_abort_waits, register, release, report,
+    EA, WE, acquire, assert_registration_preempted, notification, preempt_and_abort_waits,
+    register, release, report,
 };
 use rtgt_tests::nvme_cmds::{features, read_status, write_status};
 use rtgt_tests::nvme_host::{ConnectOpts, HostCtrl, HostQueue, NvmfEnv};
@@ -202,24 +203,8 @@ fn a_preempted_host_is_notified_unless_it_masked_the_notice() {
     assert_eq!(acquire(&mut a.io[0], 0, WE, 0xAA, 0), OK);
     assert_eq!(acquire(&mut b.io[0], 1, WE, 0xBB, 0xAA), OK);
     let c = a.admin.wait(aer).unwrap();
-    assert_eq!(
-        c.cqe.dw0,
-        target_core::nvme::resv_log::AEN_DW0,
-        "AEN type 6h, log page 80h"
-    );
-    let (count, kind, nsid) = notification(&mut a.admin);
-    assert_eq!(
-        (kind, nsid),
-        (1, 1),
-        "Registration Preempted on namespace 1"
-    );
-    assert_ne!(count, 0);
+    assert_registration_preempted(c.cqe.dw0, &mut a.admin, &mut b.admin);
     assert_eq!(notification(&mut a.admin).1, 0, "read once");
-    assert_eq!(
-        notification(&mut b.admin).1,
-        0,
-        "the requester is not notified"
-    );
 
     // Masked (feature 82h, REGPRE): no page.
     assert_eq!(features(&mut a.admin, true, 0x82, 1, 1 << 1), (OK, 0));

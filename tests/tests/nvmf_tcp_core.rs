@@ -15,7 +15,8 @@ use rtgt_tests::nvme_cmds::ana::{
     INACCESSIBLE, OPTIMIZED, PERSISTENT_LOSS, ana_log, two_path_subsystem,
 };
 use rtgt_tests::nvme_cmds::resv::{
-    EA, WE, acquire, notification, preempt_and_abort_waits, register, release, report, resv_sqe,
+    EA, WE, acquire, assert_registration_preempted, preempt_and_abort_waits, register, release,
+    report, resv_sqe,
 };
 use rtgt_tests::nvme_cmds::{NvmeQueue, get_log, park_aer, read_status, write_status};
 use rtgt_tests::nvme_host::{DhchapOpts, HOSTNQN, Workload};
@@ -250,23 +251,8 @@ fn reservations_over_tcp() {
     // B preempts A: A's parked AER reports the notification log page, which names namespace 1.
     let aer = park_aer(&mut a.admin, 0);
     assert_eq!(acquire(&mut b.io[0], 1, EA, 0xBB, 0xAA), OK);
-    assert_eq!(
-        a.admin.wait_cmd(aer).unwrap().cqe.dw0,
-        target_core::nvme::resv_log::AEN_DW0,
-        "AEN type 6h, log page 80h"
-    );
-    let (count, kind, nsid) = notification(&mut a.admin);
-    assert_eq!(
-        (kind, nsid),
-        (1, 1),
-        "Registration Preempted on namespace 1"
-    );
-    assert_ne!(count, 0);
-    assert_eq!(
-        notification(&mut b.admin).1,
-        0,
-        "the requester is not notified"
-    );
+    let dw0 = a.admin.wait_cmd(aer).unwrap().cqe.dw0;
+    assert_registration_preempted(dw0, &mut a.admin, &mut b.admin);
     assert_eq!(
         read_status(&mut a.io[0], 1),
         RESERVATION_CONFLICT,

@@ -89,6 +89,29 @@ pub fn notification(admin: &mut impl NvmeQueue) -> (u64, u8, u32) {
     )
 }
 
+/// What host A, preempted by host B on namespace 1, sees: its parked AER completed with
+/// `aen_dw0` (notice type 6h, log page 80h), and the notification log names Registration
+/// Preempted on namespace 1; B, the requester, has nothing in its log.
+pub fn assert_registration_preempted(
+    aen_dw0: u32,
+    a_admin: &mut impl NvmeQueue,
+    b_admin: &mut impl NvmeQueue,
+) {
+    assert_eq!(
+        aen_dw0,
+        target_core::nvme::resv_log::AEN_DW0,
+        "AEN type 6h, log page 80h"
+    );
+    let (count, kind, nsid) = notification(a_admin);
+    assert_eq!(
+        (kind, nsid),
+        (1, 1),
+        "Registration Preempted on namespace 1"
+    );
+    assert_ne!(count, 0);
+    assert_eq!(notification(b_admin).1, 0, "the requester is not notified");
+}
+
 /// Preempt and Abort waits for the preempted host's commands: `a` (holding a reservation with
 /// key `a_key`) has a write held in the bdev behind `gate`; `b`'s Preempt and Abort (key
 /// `b_key`, taking Write Exclusive) does not complete while the write is held, completes once
