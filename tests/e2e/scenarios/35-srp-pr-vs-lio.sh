@@ -1,0 +1,271 @@
+# SCSI persistent reservations against the Linux LIO target as the reference (issue 17): the
+# same sg_persist / sg_raw sequence (pr_sequence below) runs through two ib_srp logins with
+# different initiator_ext (two I_T nexuses, A and B) to one LU, first on LIO ib_srpt (rd_mcp
+# ramdisk), then on rtgt (malloc bdev); the two transcripts are normalized and compared line by
+# line. Every difference fails the scenario, except the ones allow-listed in lio_vs_rtgt_allowed
+# (each with the reason: a documented LIO deviation from SPC-4, or a capability rtgt documents
+# it does not have). Everything runs with APTPL = 0. The transcripts and the diff are in
+# $E2E_LOGDIR (lio.txt, rtgt.txt, diff.txt).
+# e2e-timeout: 150
+
+EXT_A=00000000000000a1
+EXT_B=00000000000000b2
+head -c 512 /dev/zero > /tmp/pr-cmp-zero
+
+# --- the sequence -----------------------------------------------------------------------------
+# step WHO WHAT COMMAND...: runs COMMAND (with @ replaced by WHO's device), prints a header with
+# its exit status, then its output (stdout and stderr) with the device names replaced by <A>/<B>.
+step() {
+  local who=$1 what=$2 dev out rc=0 a; shift 2
+  dev=${DEVS[$who]}
+  local args=()
+  for a in "$@"; do [ "$a" = @ ] && args+=("$dev") || args+=("$a"); done
+  out=$("${args[@]}" 2>&1) || rc=$?
+  echo "== $who: $what (rc=$rc)"
+  sed -e "s#${DEVS[A]}#<A>#g" -e "s#${DEVS[B]}#<B>#g" <<< "$out" | sed '/^[[:space:]]*$/d'
+}
+prout() { sg_persist -n --out "$@"; }
+prin() { sg_persist -n --in "$@"; }
+write10() { sg_raw -s 512 -i /tmp/pr-cmp-zero "$1" 2a 00 00 00 00 10 00 00 01 00; }
+read10() { sg_raw -r 512 -o /dev/null "$1" 28 00 00 00 00 10 00 00 01 00; }
+tur() { sg_raw "$1" 00 00 00 00 00 00; }
+reserve6() { sg_raw "$1" 16 00 00 00 00 00; }
+release6() { sg_raw "$1" 17 00 00 00 00 00; }
+# status_all [caps]: what both nexuses read back (with caps: REPORT CAPABILITIES too).
+status_all() {
+  local w
+  for w in A B; do
+    step $w "READ KEYS" prin --read-keys @
+    step $w "READ RESERVATION" prin --read-reservation @
+    [ -z "${1:-}" ] || step $w "REPORT CAPABILITIES" prin --report-capabilities @
+  done
+  step A "READ FULL STATUS" prin --read-full-status @
+}
+
+# pr_sequence: the whole comparison script on ${DEVS[A]} and ${DEVS[B]}.
+pr_sequence() {
+  step A "TEST UNIT READY" tur @
+  step B "TEST UNIT READY" tur @
+  step A "REGISTER 0xa1" prout --register --param-sark=0xa1 @
+  step B "REGISTER 0xb2" prout --register --param-sark=0xb2 @
+  step B "REGISTER 0xb3 while registered with 0xb2 (wrong key)" prout --register \
+    --param-rk=0xb4 --param-sark=0xb3 @
+  step A "RESERVE Write Exclusive" prout --reserve --param-rk=0xa1 --prout-type=1 @
+  step A "RESERVE Write Exclusive again (holder)" prout --reserve --param-rk=0xa1 --prout-type=1 @
+  step A "RESERVE Exclusive Access (holder, other type)" prout --reserve --param-rk=0xa1 \
+    --prout-type=3 @
+  step B "WRITE(10) under A's Write Exclusive" write10 @
+  step B "READ(10) under A's Write Exclusive" read10 @
+  step A "WRITE(10) by the holder" write10 @
+  step B "RESERVE Write Exclusive (not the holder)" prout --reserve --param-rk=0xb2 --prout-type=1 @
+  step B "RELEASE (not the holder)" prout --release --param-rk=0xb2 --prout-type=1 @
+  step B "RELEASE with a wrong key" prout --release --param-rk=0xbb --prout-type=1 @
+  status_all caps
+  step B "PREEMPT A's key" prout --preempt --param-rk=0xb2 --param-sark=0xa1 --prout-type=1 @
+  step A "WRITE(10) after the preempt" write10 @
+  step A "WRITE(10) after the preempt, again" write10 @
+  step A "READ(10) after the preempt" read10 @
+  step A "RELEASE by the preempted nexus" prout --release --param-rk=0xa1 --prout-type=1 @
+  step B "WRITE(10) by the new holder" write10 @
+  status_all
+  step B "RELEASE with the wrong type" prout --release --param-rk=0xb2 --prout-type=3 @
+  step B "RELEASE" prout --release --param-rk=0xb2 --prout-type=1 @
+  step A "WRITE(10) after the release" write10 @
+  step A "REGISTER AND IGNORE EXISTING KEY 0xa2 (unregistered)" prout --register-ignore \
+    --param-sark=0xa2 @
+  step B "REGISTER AND IGNORE EXISTING KEY 0xb3 (registered)" prout --register-ignore \
+    --param-sark=0xb3 @
+  step B "READ KEYS" prin --read-keys @
+  step A "RESERVE Write Exclusive - Registrants Only" prout --reserve --param-rk=0xa2 \
+    --prout-type=5 @
+  step B "WRITE(10) as a registrant under Registrants Only" write10 @
+  step B "CLEAR with a wrong key" prout --clear --param-rk=0xb2 @
+  step B "CLEAR" prout --clear --param-rk=0xb3 @
+  step A "TEST UNIT READY after the clear" tur @
+  step A "TEST UNIT READY after the clear, again" tur @
+  status_all
+
+  # SPC-2 RESERVE(6) / RELEASE(6), no registrations.
+  step A "RESERVE(6)" reserve6 @
+  step A "RESERVE(6) again (holder)" reserve6 @
+  step B "WRITE(10) under A's RESERVE(6)" write10 @
+  step B "READ(10) under A's RESERVE(6)" read10 @
+  step B "RESERVE(6) under A's RESERVE(6)" reserve6 @
+  step B "PERSISTENT RESERVE IN under A's RESERVE(6)" prin --read-keys @
+  step B "REGISTER under A's RESERVE(6)" prout --register --param-sark=0xb2 @
+  step B "RELEASE(6) (not the holder)" release6 @
+  step A "WRITE(10) by the RESERVE(6) holder" write10 @
+  step A "RELEASE(6)" release6 @
+  step B "WRITE(10) after RELEASE(6)" write10 @
+
+  # RESERVE(6) / RELEASE(6) while registrations exist (SPC-4 5.13.3, CRH = 1).
+  step B "REGISTER 0xb2" prout --register --param-sark=0xb2 @
+  step A "RESERVE(6) unregistered, registrations exist" reserve6 @
+  step B "RESERVE(6) registered, no persistent reservation" reserve6 @
+  step A "RELEASE(6) unregistered, registrations exist" release6 @
+  step B "RESERVE Write Exclusive - Registrants Only" prout --reserve --param-rk=0xb2 \
+    --prout-type=5 @
+  step B "RESERVE(6) by the persistent reservation holder" reserve6 @
+  step A "RESERVE(6) unregistered, under B's Registrants Only" reserve6 @
+  step A "REGISTER 0xa1" prout --register --param-sark=0xa1 @
+  step A "RESERVE(6) registrant under Registrants Only" reserve6 @
+  step A "RELEASE(6) registrant under Registrants Only" release6 @
+  step B "RELEASE(6) by the persistent reservation holder" release6 @
+  step A "READ RESERVATION" prin --read-reservation @
+  step A "WRITE(10) registrant under Registrants Only" write10 @
+  step B "RELEASE" prout --release --param-rk=0xb2 --prout-type=5 @
+  step A "TEST UNIT READY after the release" tur @
+  step B "RESERVE Write Exclusive" prout --reserve --param-rk=0xb2 --prout-type=1 @
+  step A "RESERVE(6) registrant, not holder, under Write Exclusive" reserve6 @
+  step B "UNREGISTER (holder)" prout --register --param-rk=0xb2 --param-sark=0 @
+  step A "TEST UNIT READY after the holder left" tur @
+  status_all
+  step A "CLEAR" prout --clear --param-rk=0xa1 @
+  step A "READ KEYS" prin --read-keys @
+}
+
+# --- the normalization and the allow-list ---------------------------------------------------
+# normalize: the rules, each justified (device names are already replaced in step).
+# - READ FULL STATUS's RELATIVE TARGET PORT IDENTIFIER: any non-zero value names the port
+#   (SPC-4 7.8.2: 1 and 2 are ports A and B, 3-FFFFh further ports); LIO numbers its LUN's
+#   ports from 1, rtgt derives one from the listener. What must hold is that it is the port
+#   the LU reports in its Device Identification VPD page (the relative target port
+#   designator): only that value, read through the same nexus, is replaced.
+vpd_rtpi() {
+  local rtpi
+  rtpi=$(sg_vpd -p di "${DEVS[A]}" | sed -n 's/.*Relative target port: \(0x[0-9a-f]*\).*/\1/p' |
+    head -1)
+  [ -n "$rtpi" ] || fail "no relative target port designator in VPD page 83h of ${DEVS[A]}"
+  echo "$rtpi"
+}
+normalize() {
+  sed -e "s/Relative port address: $RTPI\$/Relative port address: <the VPD 83h relative target port>/"
+}
+
+# The explained differences. A step listed here is replaced, in each transcript, by one line
+# naming the deviation, but only when that side ended with the exit status listed for it
+# (sg_persist / sg_raw: 0 GOOD, 24 RESERVATION CONFLICT, 5 ILLEGAL REQUEST); anything else
+# stays and fails the comparison. Format: "STEP|LIO status|rtgt status|reason".
+DEVIATIONS=$(cat <<'END'
+B: RELEASE with a wrong key|0|24|LIO checks the key of a RELEASE only from the holder; SPC-4 6.16.2 (RESERVATION KEY field) makes every PERSISTENT RESERVE OUT but REGISTER AND IGNORE EXISTING KEY and an unregistered REGISTER conflict when the key is not the nexus's registered key: LIO deviates
+B: RELEASE with the wrong type|24|5|SPC-4 5.13.11.2 (Releasing): the holder releasing with another TYPE gets ILLEGAL REQUEST, INVALID RELEASE OF PERSISTENT RESERVATION; LIO answers RESERVATION CONFLICT: LIO deviates
+A: RESERVE(6) registrant under Registrants Only|24|0|SPC-4 5.13.3 b): RESERVE(6/10) from a registered I_T nexus while a Registrants Only or All Registrants reservation exists is GOOD and changes nothing; LIO looks for the type in the requester's own registration, which only the holder's carries, and conflicts: LIO deviates
+A: RELEASE(6) registrant under Registrants Only|24|0|SPC-4 5.13.3 b), as for RESERVE(6) above: LIO deviates
+END
+)
+# Capability lines of REPORT CAPABILITIES that differ by design: LIO supports SPEC_I_PT and
+# ALL_TG_PT, rtgt refuses both with INVALID FIELD IN PARAMETER LIST and says so (SIP_C = 0,
+# ATP_C = 0; docs/reservations.md, SCSI specifics). Format: "line on LIO|line on rtgt".
+CAPABILITIES=$(cat <<'END'
+  Specify Initiator Ports Capable(SIP_C): 1|  Specify Initiator Ports Capable(SIP_C): 0
+  All Target Ports Capable(ATP_C): 1|  All Target Ports Capable(ATP_C): 0
+END
+)
+# explain SIDE (lio|rtgt): the transcript on stdin with the explained differences of SIDE
+# replaced by their names.
+explain() {
+  DEVIATIONS=$DEVIATIONS CAPABILITIES=$CAPABILITIES awk -v side="$1" '
+    BEGIN {
+      col = side == "lio" ? 2 : 3
+      n = split(ENVIRON["DEVIATIONS"], d, "\n")
+      for (i = 1; i <= n; i++) { split(d[i], f, "|"); want[f[1]] = f[col] }
+      n = split(ENVIRON["CAPABILITIES"], c, "\n")
+      for (i = 1; i <= n; i++) { split(c[i], f, "|"); cap[side == "lio" ? f[1] : f[2]] = f[1] }
+    }
+    /^== / {
+      skip = 0
+      t = substr($0, 4); sub(/ \(rc=[0-9]+\)$/, "", t)
+      rc = $0; sub(/.*\(rc=/, "", rc); sub(/\)$/, "", rc)
+      if ((t in want) && want[t] == rc) { print "== " t ": known deviation"; skip = 1; next }
+    }
+    skip { next }
+    ($0 in cap) { print cap[$0] " (LIO) / documented rtgt capability difference"; next }
+    { print }'
+}
+
+# --- LIO ib_srpt: one LU reached by the two initiator port ids ----------------------------------
+# srpt_peer_setup's TPG sits on the port GUID: ib_srpt names RDMA CM sessions there by the
+# source IP, so both logins would be one initiator for LIO. On the port GID form of the target
+# port, ib_srpt looks the session up by the 16-byte initiator port id (0x + initiator_ext +
+# port GUID), so each login has its own ACL, as LIO's PR code needs for two I_T nexuses.
+lio_setup() {
+  local c=/sys/kernel/config/target gid gn ig t rd e
+  modprobe ib_srpt || fail "modprobe ib_srpt failed"
+  # LIO rewrites its APTPL file (db_root/pr/aptpl_<unit serial>) on every registration
+  # change, APTPL = 0 included, and fails the command (LOGICAL UNIT COMMUNICATION FAILURE)
+  # when it cannot: give it its default db_root and a unit serial.
+  mkdir -p /var/target/pr
+  rd=$c/core/rd_mcp_0/prcmp
+  mkdir -p "$rd"
+  echo "rd_pages=$((16 * 256))" > "$rd/control"
+  echo 1 > "$rd/enable" || fail "cannot enable the LIO ramdisk"
+  echo prcmp0001 > "$rd/wwn/vpd_unit_serial" || fail "cannot set the LIO unit serial"
+  mkdir -p $c/srpt
+  echo "$SRPT_PEER_PORT" > $c/srpt/discovery_auth/rdma_cm_port
+  gid=$(< "/sys/class/infiniband/$E2E_RDMA_DEV/ports/1/gids/0")
+  gn=0x$(tr -d : <<< "$gid")
+  ig=$(cut -d: -f5- <<< "$gid" | tr -d :)
+  t=$c/srpt/$gn/$gn
+  mkdir -p "$t/lun/lun_0" || fail "cannot create the ib_srpt TPG $t"
+  ln -s "$rd" "$t/lun/lun_0/prcmp"
+  for e in $EXT_A $EXT_B; do
+    mkdir "$t/acls/0x$e$ig" "$t/acls/0x$e$ig/lun_0"
+    ln -s "$t/lun/lun_0" "$t/acls/0x$e$ig/lun_0/lun_0"
+  done
+  echo 1 > "$t/enable" || fail "cannot enable the ib_srpt TPG"
+  local ng
+  ng=$(tr -d : < "/sys/class/infiniband/$E2E_RDMA_DEV/node_guid")
+  LIO_SPEC="id_ext=$ng,ioc_guid=$ng,dest=$E2E_IP:$SRPT_PEER_PORT"
+}
+
+declare -A DEVS
+login_both() {
+  DEVS[A]=$(srp_login "$1,initiator_ext=$EXT_A")
+  DEVS[B]=$(srp_login "$1,initiator_ext=$EXT_B")
+  [ "${DEVS[A]}" != "${DEVS[B]}" ] || fail "one disk for two logins"
+  log "nexus A: ${DEVS[A]}, nexus B: ${DEVS[B]}"
+}
+
+log "LIO ib_srpt"
+lio_setup
+login_both "$LIO_SPEC"
+sessions=$(ls -d /sys/kernel/config/target/srpt/0x*/0x*/acls/0x* | wc -l)
+assert_eq "$sessions" 2 "LIO ACLs"
+RTPI=$(vpd_rtpi)
+pr_sequence > "$E2E_LOGDIR/lio-raw.txt"
+normalize < "$E2E_LOGDIR/lio-raw.txt" > "$E2E_LOGDIR/lio.txt"
+srp_logout_all
+srpt_peer_teardown
+
+log "rtgt"
+NQN=nqn.2016-06.io.rtgt:prcmp
+rm -f /tmp/pr-cmp-ptpl.json
+start_rtgt
+rtgt_rpc_ok nvmf_create_transport '{"trtype":"SRP"}' > /dev/null
+rtgt_rpc_ok bdev_malloc_create '{"name":"Malloc0","num_blocks":32768,"block_size":512}' > /dev/null
+rtgt_rpc_ok nvmf_create_subsystem "{\"nqn\":\"$NQN\",\"allow_any_host\":true}" > /dev/null
+# A ptpl_file so that rtgt, like LIO, can persist (PTPL_C = 1); the sequence keeps APTPL = 0.
+rtgt_rpc_ok nvmf_subsystem_add_ns "{\"nqn\":\"$NQN\",\"namespace\":{\"bdev_name\":\"Malloc0\",
+  \"ptpl_file\":\"/tmp/pr-cmp-ptpl.json\"}}" > /dev/null
+rtgt_rpc_ok nvmf_subsystem_add_listener "$(jq -nc --arg nqn "$NQN" --arg ip "$E2E_IP" \
+  --arg port "$RTGT_SRP_PORT" \
+  '{nqn:$nqn, listen_address:{trtype:"SRP", adrfam:"IPv4", traddr:$ip, trsvcid:$port}}')" > /dev/null
+login_both "$(srp_login_spec "$NQN")"
+RTPI=$(vpd_rtpi)
+pr_sequence > "$E2E_LOGDIR/rtgt-raw.txt"
+normalize < "$E2E_LOGDIR/rtgt-raw.txt" > "$E2E_LOGDIR/rtgt.txt"
+srp_logout_all
+stop_rtgt
+rm -f /tmp/pr-cmp-ptpl.json /tmp/pr-cmp-zero
+
+# --- the comparison ---------------------------------------------------------------------------
+grep -q '^== ' "$E2E_LOGDIR/lio.txt" || fail "empty LIO transcript"
+for side in lio rtgt; do
+  explain $side < "$E2E_LOGDIR/$side.txt" > "$E2E_LOGDIR/$side-explained.txt"
+done
+log "$(grep -c '^== ' "$E2E_LOGDIR/lio.txt") steps; explained: $(grep -c 'known deviation\|capability difference' "$E2E_LOGDIR/rtgt-explained.txt") lines"
+if ! diff -U3 --label LIO --label rtgt "$E2E_LOGDIR/lio-explained.txt" \
+    "$E2E_LOGDIR/rtgt-explained.txt" > "$E2E_LOGDIR/diff.txt"; then
+  cat "$E2E_LOGDIR/diff.txt"
+  fail "LIO and rtgt differ: $(grep -E '^[-+][^-+]' "$E2E_LOGDIR/diff.txt" | head -2 | tr '\n' ' ')"
+fi
