@@ -35,18 +35,18 @@ status_of() { "$@" 2>&1 | grep -v '^Writing [0-9]* bytes of data to /dev/null'; 
 readcap10() { status_of sg_raw -r 8 -o /dev/null "$1" 25 00 00 00 00 00 00 00 00 00; }
 modesense6() { status_of sg_raw -r 252 -o /dev/null "$1" 1a 00 3f 00 fc 00; }
 reportluns() { status_of sg_raw -r 256 -o /dev/null "$1" a0 00 00 00 00 00 00 00 01 00 00 00; }
-inquiry() { status_of sg_raw -r 36 -o /dev/null "$1" 12 00 00 00 24 00; }
+
 reserve6() { sg_raw "$1" 16 00 00 00 00 00; }
 release6() { sg_raw "$1" 17 00 00 00 00 00; }
-# status_all [caps]: what both nexuses read back (with caps: REPORT CAPABILITIES too).
+# status_all [caps]: what the nexuses read back (with caps: REPORT CAPABILITIES from both).
 status_all() {
-  local w
-  for w in A B; do
-    step $w "READ KEYS" prin --read-keys @
-    step $w "READ RESERVATION" prin --read-reservation @
-    [ -z "${1:-}" ] || step $w "REPORT CAPABILITIES" prin --report-capabilities @
-  done
+  step A "READ KEYS" prin --read-keys @
+  step B "READ RESERVATION" prin --read-reservation @
   step A "READ FULL STATUS" prin --read-full-status @
+  if [ -n "${1:-}" ]; then
+    step A "REPORT CAPABILITIES" prin --report-capabilities @
+    step B "REPORT CAPABILITIES" prin --report-capabilities @
+  fi
 }
 
 # pr_sequence: the whole comparison script on ${DEVS[A]} and ${DEVS[B]}.
@@ -101,7 +101,6 @@ pr_sequence() {
   step B "PERSISTENT RESERVE IN under A's RESERVE(6)" prin --read-keys @
   step B "REGISTER under A's RESERVE(6)" prout --register --param-sark=0xb2 @
   step B "REPORT LUNS under A's RESERVE(6)" reportluns @
-  step B "INQUIRY under A's RESERVE(6)" inquiry @
   step B "RELEASE(6) (not the holder)" release6 @
   step A "WRITE(10) by the RESERVE(6) holder" write10 @
   step A "RELEASE(6)" release6 @
@@ -194,6 +193,8 @@ B: RELEASE with a wrong key|0|24|LIO checks the key of a RELEASE only from the h
 B: RELEASE with the wrong type|24|5|SPC-4 5.13.11.2 (Releasing): the holder releasing with another TYPE gets ILLEGAL REQUEST, INVALID RELEASE OF PERSISTENT RESERVATION; LIO answers RESERVATION CONFLICT: LIO deviates
 A: RESERVE(6) registrant under Registrants Only|24|0|SPC-4 5.13.3 b): RESERVE(6/10) from a registered I_T nexus while a Registrants Only or All Registrants reservation exists is GOOD and changes nothing; LIO looks for the type in the requester's own registration, which only the holder's carries, and conflicts: LIO deviates
 A: RELEASE(6) registrant under Registrants Only|24|0|SPC-4 5.13.3 b), as for RESERVE(6) above: LIO deviates
+B: REPORT LUNS under A's RESERVE(6)|24|0|SPC-4 6.33 (REPORT LUNS) is not affected by reservations and is allowed under every reservation (SPC-4 5.13.1, Table 57); LIO refuses every command but INQUIRY and RELEASE from another nexus under an SPC-2 reservation: LIO deviates
+B: READ CAPACITY(10) under Exclusive Access|24|0|SBC-3 4.17 (Table 13): READ CAPACITY is allowed under every persistent reservation type, for non-registrants too; LIO's non-holder table lacks READ CAPACITY(10) and conflicts: LIO deviates
 END
 )
 # Capability lines of REPORT CAPABILITIES that differ by design: LIO supports SPEC_I_PT and
