@@ -29,7 +29,7 @@ prin() { sg_persist -n --in "$@"; }
 write10() { sg_raw -s 512 -i /tmp/pr-cmp-zero "$1" 2a 00 00 00 00 10 00 00 01 00; }
 read10() { sg_raw -r 512 -o /dev/null "$1" 28 00 00 00 00 10 00 00 01 00; }
 tur() { sg_raw "$1" 00 00 00 00 00 00; }
-# Commands whose data length depends on the target (its mode pages, LUN list, INQUIRY data),
+# Commands whose data length depends on the target (its mode pages, LUN list),
 # not on reservations: only their status is compared (the "Writing N bytes" line is dropped).
 status_of() { "$@" 2>&1 | grep -v '^Writing [0-9]* bytes of data to /dev/null'; return "${PIPESTATUS[0]}"; }
 readcap10() { status_of sg_raw -r 8 -o /dev/null "$1" 25 00 00 00 00 00 00 00 00 00; }
@@ -164,6 +164,28 @@ pr_sequence() {
     --prout-type=1 @
   step A "READ RESERVATION" prin --read-reservation @
   step A "CLEAR" prout --clear --param-rk=0xa1 @
+
+  # APTPL on and off again (both targets can persist: LIO to db_root, rtgt to its ptpl_file),
+  # PREEMPT AND ABORT, RESERVE(10) / RELEASE(10).
+  step A "REGISTER 0xa1 with APTPL" prout --register --param-sark=0xa1 --param-aptpl @
+  step B "REPORT CAPABILITIES (APTPL on)" prin --report-capabilities @
+  step A "REGISTER AND IGNORE EXISTING KEY 0xa1, APTPL 0" prout --register-ignore \
+    --param-sark=0xa1 @
+  step B "REPORT CAPABILITIES (APTPL off)" prin --report-capabilities @
+  step B "REGISTER 0xb2" prout --register --param-sark=0xb2 @
+  step A "RESERVE Write Exclusive - Registrants Only" prout --reserve --param-rk=0xa1 \
+    --prout-type=5 @
+  step B "PREEMPT AND ABORT A's key" prout --preempt-abort --param-rk=0xb2 --param-sark=0xa1 \
+    --prout-type=5 @
+  step A "TEST UNIT READY after the preempt and abort" tur @
+  step A "WRITE(10) after the preempt and abort" write10 @
+  step A "READ FULL STATUS" prin --read-full-status @
+  step B "CLEAR" prout --clear --param-rk=0xb2 @
+  step A "RESERVE(10)" sg_raw @ 56 00 00 00 00 00 00 00 00 00
+  step B "WRITE(10) under A's RESERVE(10)" write10 @
+  step B "RELEASE(10) (not the holder)" sg_raw @ 57 00 00 00 00 00 00 00 00 00
+  step A "RELEASE(10)" sg_raw @ 57 00 00 00 00 00 00 00 00 00
+  step B "WRITE(10) after RELEASE(10)" write10 @
 }
 
 # --- the normalization and the allow-list ---------------------------------------------------
