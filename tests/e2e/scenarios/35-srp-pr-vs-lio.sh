@@ -304,24 +304,30 @@ lio_setup() {
   LIO_SPEC="id_ext=$ng,ioc_guid=$ng,dest=$E2E_IP:$SRPT_PEER_PORT"
 }
 
-declare -A DEVS
+# login_both SPEC: the two logins (A, then B) to the target of SPEC; prints "devA devB".
 login_both() {
-  DEVS[A]=$(srp_login "$1,initiator_ext=$EXT_A")
-  DEVS[B]=$(srp_login "$1,initiator_ext=$EXT_B")
-  [ "${DEVS[A]}" != "${DEVS[B]}" ] || fail "one disk for two logins"
-  log "nexus A: ${DEVS[A]}, nexus B: ${DEVS[B]}"
+  local a b
+  a=$(srp_login "$1,initiator_ext=$EXT_A")
+  b=$(srp_login "$1,initiator_ext=$EXT_B")
+  [ "$a" != "$b" ] || fail "one disk for two logins"
+  echo "$a $b"
+}
+# run_side SIDE DEV_A DEV_B: the sequence through DEV_A and DEV_B into SIDE-raw.txt, normalized
+# into SIDE.txt.
+declare -A DEVS
+run_side() {
+  DEVS[A]=$2 DEVS[B]=$3
+  log "$1: nexus A ${DEVS[A]}, nexus B ${DEVS[B]}"
+  RTPI=$(vpd_rtpi)
+  pr_sequence > "$E2E_LOGDIR/$1-raw.txt"
+  normalize < "$E2E_LOGDIR/$1-raw.txt" > "$E2E_LOGDIR/$1.txt"
 }
 
 log "LIO ib_srpt"
 lio_setup
-login_both "$LIO_SPEC"
+read -r LIO_A LIO_B <<< "$(login_both "$LIO_SPEC")"
 sessions=$(ls -d /sys/kernel/config/target/srpt/0x*/0x*/acls/0x* | wc -l)
 assert_eq "$sessions" 2 "LIO ACLs"
-RTPI=$(vpd_rtpi)
-pr_sequence > "$E2E_LOGDIR/lio-raw.txt"
-normalize < "$E2E_LOGDIR/lio-raw.txt" > "$E2E_LOGDIR/lio.txt"
-srp_logout_all
-srpt_peer_teardown
 
 log "rtgt"
 NQN=nqn.2016-06.io.rtgt:prcmp
@@ -330,17 +336,21 @@ start_rtgt
 rtgt_rpc_ok nvmf_create_transport '{"trtype":"SRP"}' > /dev/null
 rtgt_rpc_ok bdev_malloc_create '{"name":"Malloc0","num_blocks":32768,"block_size":512}' > /dev/null
 rtgt_rpc_ok nvmf_create_subsystem "{\"nqn\":\"$NQN\",\"allow_any_host\":true}" > /dev/null
-# A ptpl_file so that rtgt, like LIO, can persist (PTPL_C = 1); the sequence keeps APTPL = 0.
+# A ptpl_file so that rtgt, like LIO, can persist (PTPL_C = 1, and APTPL = 1 is accepted).
 rtgt_rpc_ok nvmf_subsystem_add_ns "{\"nqn\":\"$NQN\",\"namespace\":{\"bdev_name\":\"Malloc0\",
   \"ptpl_file\":\"/tmp/pr-cmp-ptpl.json\"}}" > /dev/null
 rtgt_rpc_ok nvmf_subsystem_add_listener "$(jq -nc --arg nqn "$NQN" --arg ip "$E2E_IP" \
   --arg port "$RTGT_SRP_PORT" \
   '{nqn:$nqn, listen_address:{trtype:"SRP", adrfam:"IPv4", traddr:$ip, trsvcid:$port}}')" > /dev/null
-login_both "$(srp_login_spec "$NQN")"
-RTPI=$(vpd_rtpi)
-pr_sequence > "$E2E_LOGDIR/rtgt-raw.txt"
-normalize < "$E2E_LOGDIR/rtgt-raw.txt" > "$E2E_LOGDIR/rtgt.txt"
+read -r RTGT_A RTGT_B <<< "$(login_both "$(srp_login_spec "$NQN")")"
+
+# The two targets share nothing (their own LU, nexuses and ports): both sequences run at once.
+run_side lio "$LIO_A" "$LIO_B" & lio_pid=$!
+run_side rtgt "$RTGT_A" "$RTGT_B" & rtgt_pid=$!
+wait $lio_pid || fail "the LIO sequence failed"
+wait $rtgt_pid || fail "the rtgt sequence failed"
 srp_logout_all
+srpt_peer_teardown
 stop_rtgt
 rm -f /tmp/pr-cmp-ptpl.json /tmp/pr-cmp-zero
 
