@@ -14,6 +14,8 @@
 EXT_A=00000000000000a1
 EXT_B=00000000000000b2
 head -c 512 /dev/zero > /tmp/pr-cmp-zero
+# a PERSISTENT RESERVE OUT parameter list with RESERVATION KEY 0xb2 (B's key) and nothing else
+{ printf '\0\0\0\0\0\0\0\262'; head -c 16 /dev/zero; } > /tmp/pr-cmp-keyb2
 
 # --- the sequence -----------------------------------------------------------------------------
 # step WHO WHAT COMMAND...: runs COMMAND (with @ replaced by WHO's device), prints a header with
@@ -188,6 +190,35 @@ pr_sequence() {
   step B "RELEASE(10) (not the holder)" sg_raw @ 57 00 00 00 00 00 00 00 00 00
   step A "RELEASE(10)" sg_raw @ 57 00 00 00 00 00 00 00 00 00
   step B "WRITE(10) after RELEASE(10)" write10 @
+
+  # Implicit release, preempting a non-holder, refusals and malformed commands.
+  step A "REGISTER 0xa1" prout --register --param-sark=0xa1 @
+  step B "REGISTER 0xb2" prout --register --param-sark=0xb2 @
+  step A "RESERVE Write Exclusive - Registrants Only" prout --reserve --param-rk=0xa1 \
+    --prout-type=5 @
+  step A "UNREGISTER (holder of Registrants Only)" prout --register --param-rk=0xa1 \
+    --param-sark=0 @
+  step B "TEST UNIT READY after the holder left" tur @
+  step B "READ RESERVATION" prin --read-reservation @
+  step B "RESERVE Write Exclusive" prout --reserve --param-rk=0xb2 --prout-type=1 @
+  step A "REGISTER 0xa1" prout --register --param-sark=0xa1 @
+  step B "PREEMPT a registrant that does not hold the reservation" prout --preempt \
+    --param-rk=0xb2 --param-sark=0xa1 --prout-type=1 @
+  step A "TEST UNIT READY after being preempted" tur @
+  step B "READ RESERVATION" prin --read-reservation @
+  step A "CLEAR unregistered" prout --clear --param-rk=0xa1 @
+  step A "REGISTER AND IGNORE EXISTING KEY with SA key 0, unregistered" prout --register-ignore \
+    --param-sark=0 @
+  step B "PREEMPT a key nobody has" prout --preempt --param-rk=0xb2 --param-sark=0xee \
+    --prout-type=1 @
+  step B "RESERVE with type 2 (obsolete)" prout --reserve --param-rk=0xb2 --prout-type=2 @
+  step B "READ KEYS, 8-byte allocation length" prin --read-keys --maxlen=8 @
+  step B "PERSISTENT RESERVE IN, service action 7" sg_raw -r 64 @ 5e 07 00 00 00 00 00 00 40 00
+  step B "PERSISTENT RESERVE OUT REGISTER, 16-byte parameter list" sg_raw -s 16 \
+    -i /tmp/pr-cmp-zero @ 5f 00 00 00 00 00 00 00 10 00
+  step B "PERSISTENT RESERVE OUT RESERVE, scope 1" sg_raw -s 24 -i /tmp/pr-cmp-keyb2 @ \
+    5f 01 11 00 00 00 00 00 18 00
+  step B "CLEAR" prout --clear --param-rk=0xb2 @
 }
 
 # --- the normalization and the allow-list ---------------------------------------------------
@@ -229,34 +260,49 @@ CAPABILITIES=$(cat <<'END'
   All Target Ports Capable(ATP_C): 1|  All Target Ports Capable(ATP_C): 0
 END
 )
-# LIO does not count an unregistration (REGISTER with SA key 0) in PRgeneration; SPC-4 6.15.2
-# (READ KEYS, PRGENERATION) increments it for every REGISTER service action that succeeds.
-# From the first unregistration by REGISTER on, LIO's generation is one behind rtgt's:
-# generation_fix adds 1 to LIO's (only from that step on) and marks the lines on both sides.
-UNREGISTER_STEP="B: UNREGISTER (holder)"
+# LIO does not count an unregistration (REGISTER with SA key 0) in PRgeneration; SPC-4 READ
+# KEYS (PRGENERATION) increments it for every REGISTER service action that succeeds. After
+# each successful "UNREGISTER" step LIO's generation is one more behind rtgt's: generation_fix
+# adds the number of those steps so far to LIO's values, and marks the lines on both sides
+# from the first one on.
 generation_fix() {
-  local l after=0 g
+  local l n=0 g rc
   while IFS= read -r l; do
-    [[ $l == "== $UNREGISTER_STEP "* ]] && after=1
-    if [ $after = 1 ] && [[ $l =~ ^(.*PR\ generation=0x)([0-9a-f]+)(.*)$ ]]; then
+    if [[ $l =~ ^==\ [AB]:\ UNREGISTER\ .*\(rc=([0-9]+)\)$ ]]; then
+      rc=${BASH_REMATCH[1]}
+      [ "$rc" = 0 ] && n=$((n + 1))
+    fi
+    if [ $n -gt 0 ] && [[ $l =~ ^(.*PR\ generation=0x)([0-9a-f]+)(.*)$ ]]; then
       g=$((16#${BASH_REMATCH[2]}))
-      [ "$1" = lio ] && g=$((g + 1))
-      printf -v l '%s%x%s [LIO + 1: unregistration]' "${BASH_REMATCH[1]}" $g "${BASH_REMATCH[3]}"
+      [ "$1" = lio ] && g=$((g + n))
+      printf -v l '%s%x%s [LIO + %d: unregistrations]' "${BASH_REMATCH[1]}" $g \
+        "${BASH_REMATCH[3]}" $n
     fi
     printf '%s\n' "$l"
   done
 }
 
+# The sense-key specific field pointer is optional (SPC-4 4.5.2.4: SKSV may be 0); LIO sends
+# none for these, rtgt points at the field in error. On rtgt's side the pointer line is
+# dropped only where it is the right one. Format: "STEP|pointer line".
+FIELD_POINTERS=$(cat <<'END'
+B: PERSISTENT RESERVE IN, service action 7|  Sense Key Specific: Error in Command: byte 1 bit 4
+B: PERSISTENT RESERVE OUT RESERVE, scope 1|  Sense Key Specific: Error in Command: byte 2 bit 7
+END
+)
 # explain SIDE (lio|rtgt): the transcript on stdin with the explained differences of SIDE
 # replaced by their names.
 explain() {
-  DEVIATIONS=$DEVIATIONS CAPABILITIES=$CAPABILITIES awk -v side="$1" '
+  DEVIATIONS=$DEVIATIONS CAPABILITIES=$CAPABILITIES FIELD_POINTERS=$FIELD_POINTERS \
+    awk -v side="$1" '
     BEGIN {
       col = side == "lio" ? 2 : 3
       n = split(ENVIRON["DEVIATIONS"], d, "\n")
       for (i = 1; i <= n; i++) { split(d[i], f, "|"); want[f[1]] = f[col] }
       n = split(ENVIRON["CAPABILITIES"], c, "\n")
       for (i = 1; i <= n; i++) { split(c[i], f, "|"); cap[side == "lio" ? f[1] : f[2]] = f[1] }
+      n = split(ENVIRON["FIELD_POINTERS"], p, "\n")
+      for (i = 1; i <= n; i++) { split(p[i], f, "|"); ptr[f[1]] = f[2] }
     }
     /^== / {
       skip = 0
@@ -265,6 +311,7 @@ explain() {
       if ((t in want) && want[t] == rc) { print "== " t ": known deviation"; skip = 1; next }
     }
     skip { next }
+    side == "rtgt" && (t in ptr) && $0 == ptr[t] { next }
     ($0 in cap) { print cap[$0] " (LIO) / documented rtgt capability difference"; next }
     { print }'
 }
@@ -352,7 +399,7 @@ wait $rtgt_pid || fail "the rtgt sequence failed"
 srp_logout_all
 srpt_peer_teardown
 stop_rtgt
-rm -f /tmp/pr-cmp-ptpl.json /tmp/pr-cmp-zero
+rm -f /tmp/pr-cmp-ptpl.json /tmp/pr-cmp-zero /tmp/pr-cmp-keyb2
 
 # --- the comparison ---------------------------------------------------------------------------
 grep -q '^== ' "$E2E_LOGDIR/lio.txt" || fail "empty LIO transcript"
