@@ -290,10 +290,20 @@ B: PERSISTENT RESERVE IN, service action 7|  Sense Key Specific: Error in Comman
 B: PERSISTENT RESERVE OUT RESERVE, scope 1|  Sense Key Specific: Error in Command: byte 2 bit 7
 END
 )
+# Single lines where LIO deviates within a step whose status agrees; on LIO's side, in that
+# step, the LIO line is read as rtgt's (so rtgt's must be exactly that). Format:
+# "STEP|LIO line|rtgt line". SCOPE is a CDB field (PERSISTENT RESERVE OUT byte 2), and an
+# obsolete or reserved code there is INVALID FIELD IN CDB (SPC-4, reserved and obsolete
+# field values); LIO answers INVALID FIELD IN PARAMETER LIST.
+LINE_DEVIATIONS=$(cat <<'END'
+B: PERSISTENT RESERVE OUT RESERVE, scope 1|Additional sense: Invalid field in parameter list|Additional sense: Invalid field in cdb
+END
+)
 # explain SIDE (lio|rtgt): the transcript on stdin with the explained differences of SIDE
 # replaced by their names.
 explain() {
   DEVIATIONS=$DEVIATIONS CAPABILITIES=$CAPABILITIES FIELD_POINTERS=$FIELD_POINTERS \
+    LINE_DEVIATIONS=$LINE_DEVIATIONS \
     awk -v side="$1" '
     BEGIN {
       col = side == "lio" ? 2 : 3
@@ -303,6 +313,8 @@ explain() {
       for (i = 1; i <= n; i++) { split(c[i], f, "|"); cap[side == "lio" ? f[1] : f[2]] = f[1] }
       n = split(ENVIRON["FIELD_POINTERS"], p, "\n")
       for (i = 1; i <= n; i++) { split(p[i], f, "|"); ptr[f[1]] = f[2] }
+      n = split(ENVIRON["LINE_DEVIATIONS"], l, "\n")
+      for (i = 1; i <= n; i++) { split(l[i], f, "|"); lio_line[f[1]] = f[2]; as_rtgt[f[1]] = f[3] }
     }
     /^== / {
       skip = 0
@@ -312,6 +324,7 @@ explain() {
     }
     skip { next }
     side == "rtgt" && (t in ptr) && $0 == ptr[t] { next }
+    side == "lio" && (t in lio_line) && $0 == lio_line[t] { print as_rtgt[t]; next }
     ($0 in cap) { print cap[$0] " (LIO) / documented rtgt capability difference"; next }
     { print }'
 }
