@@ -1,14 +1,16 @@
 # SCSI persistent reservations against the Linux LIO target as the reference (issue 17): the
 # same sg_persist / sg_raw sequence (pr_sequence below) runs through two ib_srp logins with
-# different initiator_ext (two I_T nexuses, A and B) to one LU, first on LIO ib_srpt (rd_mcp
-# ramdisk), then on rtgt (malloc bdev); the two transcripts are normalized and compared line by
-# line. Every difference fails the scenario, except the ones listed in DEVIATIONS (a step whose
-# exit statuses on both sides are the listed ones: an LIO deviation from SPC-4, with the
-# clause), CAPABILITIES (SIP_C / ATP_C, which rtgt documents as 0) and generation_fix (LIO does
-# not count an unregistration in PRgeneration); docs/reservations.md "Compared with LIO" lists
-# them. APTPL is 0 but for one step that turns it on and the next that turns it off. The raw
-# and normalized transcripts and the diff are in $E2E_LOGDIR (lio-raw.txt, lio.txt,
-# lio-explained.txt, the same for rtgt, diff.txt).
+# different initiator_ext (two I_T nexuses, A and B) to one LU on LIO ib_srpt (rd_mcp ramdisk)
+# and, at the same time, through two more to rtgt (malloc bdev); the two transcripts are
+# normalized and compared line by line. Every difference fails the scenario, except the ones
+# listed in DEVIATIONS (a step whose exit statuses on both sides are the listed ones: an LIO
+# deviation from SPC-4, with the clause), LINE_DEVIATIONS (one line of a step, the same),
+# CAPABILITIES (SIP_C / ATP_C, which rtgt documents as 0), FIELD_POINTERS (rtgt's optional
+# sense-key specific pointer, checked) and generation_fix (LIO does not count unregistrations
+# in PRgeneration); docs/reservations.md "Compared with LIO" lists them. APTPL is 0 but for
+# one step that turns it on and the next that turns it off. The raw and normalized
+# transcripts and the diff are in $E2E_LOGDIR (lio-raw.txt, lio.txt, lio-explained.txt, the
+# same for rtgt, diff.txt).
 # e2e-timeout: 150
 
 EXT_A=00000000000000a1
