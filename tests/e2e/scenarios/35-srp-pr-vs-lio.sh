@@ -221,6 +221,50 @@ pr_sequence() {
   step B "PERSISTENT RESERVE OUT RESERVE, scope 1" sg_raw -s 24 -i /tmp/pr-cmp-keyb2 @ \
     5f 01 11 00 00 00 00 00 18 00
   step B "CLEAR" prout --clear --param-rk=0xb2 @
+
+  # All Registrants outliving its reserver; more commands under Write Exclusive and
+  # Exclusive Access - Registrants Only.
+  step A "REGISTER 0xa1" prout --register --param-sark=0xa1 @
+  step B "REGISTER 0xb2" prout --register --param-sark=0xb2 @
+  step A "RESERVE Write Exclusive - All Registrants" prout --reserve --param-rk=0xa1 \
+    --prout-type=7 @
+  step A "UNREGISTER (All Registrants, not the last registrant)" prout --register \
+    --param-rk=0xa1 --param-sark=0 @
+  step B "READ RESERVATION" prin --read-reservation @
+  step A "WRITE(10) unregistered under All Registrants" write10 @
+  step B "REGISTER AND IGNORE EXISTING KEY 0xb3 (the last registrant)" prout --register-ignore \
+    --param-sark=0xb3 @
+  step B "PREEMPT under All Registrants with its own key" prout --preempt --param-rk=0xb3 \
+    --param-sark=0xb3 --prout-type=6 @
+  step B "READ RESERVATION after preempting its own key under All Registrants" \
+    prin --read-reservation @
+  # (the two targets differ here, see DEVIATIONS; the next two steps bring them together)
+  step B "REGISTER AND IGNORE EXISTING KEY 0xb3 (again)" prout --register-ignore \
+    --param-sark=0xb3 @
+  step B "CLEAR" prout --clear --param-rk=0xb3 @
+  step B "REGISTER 0xb3" prout --register --param-sark=0xb3 @
+  step B "RESERVE Exclusive Access - Registrants Only" prout --reserve --param-rk=0xb3 \
+    --prout-type=6 @
+  step A "READ(10) non-registrant under Exclusive Access - Registrants Only" read10 @
+  step A "SYNCHRONIZE CACHE(10) non-registrant under Exclusive Access - Registrants Only" \
+    sg_raw @ 35 00 00 00 00 00 00 00 00 00
+  step A "LOG SENSE non-registrant under Exclusive Access - Registrants Only" \
+    status_of sg_raw -r 64 -o /dev/null @ 4d 00 00 00 00 00 00 00 40 00
+  step A "REQUEST SENSE non-registrant under Exclusive Access - Registrants Only" \
+    status_of sg_raw -r 18 -o /dev/null @ 03 00 00 00 12 00
+  step A "REGISTER 0xa1" prout --register --param-sark=0xa1 @
+  step A "READ(10) registrant under Exclusive Access - Registrants Only" read10 @
+  step B "RESERVE Write Exclusive again (holder, other type)" prout --reserve --param-rk=0xb3 \
+    --prout-type=1 @
+  step B "PREEMPT itself to Write Exclusive" prout --preempt --param-rk=0xb3 --param-sark=0xb3 \
+    --prout-type=1 @
+  step A "TEST UNIT READY after the type change" tur @
+  step A "SYNCHRONIZE CACHE(10) non-holder under Write Exclusive" \
+    sg_raw @ 35 00 00 00 00 00 00 00 00 00
+  step A "MODE SENSE(6) non-holder under Write Exclusive" modesense6 @
+  step B "UNREGISTER (holder, last but one)" prout --register --param-rk=0xb3 --param-sark=0 @
+  step A "READ FULL STATUS" prin --read-full-status @
+  step A "CLEAR" prout --clear --param-rk=0xa1 @
 }
 
 # --- the normalization and the allow-list ---------------------------------------------------
@@ -251,6 +295,7 @@ B: RELEASE with the wrong type|24|5|SPC-4 Releasing (spc4r17 5.7.11.2): the hold
 A: RESERVE(6) registrant under Registrants Only|24|0|SPC-4 5.13.3 (spc4r17 5.7.3) b): RESERVE(6/10) from a registered I_T nexus while a Registrants Only or All Registrants reservation exists is GOOD and changes nothing; LIO looks for the type in the requester's own registration, which only the holder's carries, and conflicts: LIO deviates
 A: RELEASE(6) registrant under Registrants Only|24|0|SPC-4 5.13.3 b), as for RESERVE(6) above: LIO deviates
 B: REPORT LUNS under A's RESERVE(6)|24|0|SPC-4 REPORT LUNS is not affected by reservations (allowed in every column of the reservation tables); LIO refuses every command but INQUIRY and RELEASE from another nexus under an SPC-2 reservation: LIO deviates
+B: READ RESERVATION after preempting its own key under All Registrants|0|0|SPC-4 PREEMPT under an All Registrants reservation: with a non-zero SERVICE ACTION RESERVATION KEY only the registrations with that key are removed and the reservation is not preempted (only a zero key preempts it); B's own key removes B, the last registrant, so the reservation ends (rtgt: none held); LIO takes it for B as Exclusive Access - Registrants Only: LIO deviates
 B: READ CAPACITY(10) under Exclusive Access|24|0|SBC-3 4.17: READ CAPACITY is allowed under every persistent reservation type, for non-registrants too; LIO's non-holder table lacks READ CAPACITY(10) and conflicts: LIO deviates
 END
 )
