@@ -11,7 +11,7 @@
 # one step that turns it on and the next that turns it off. The raw and normalized
 # transcripts and the diff are in $E2E_LOGDIR (lio-raw.txt, lio.txt, lio-explained.txt, the
 # same for rtgt, diff.txt).
-# e2e-timeout: 150
+# e2e-timeout: 180
 
 EXT_A=00000000000000a1
 EXT_B=00000000000000b2
