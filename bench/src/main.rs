@@ -121,6 +121,13 @@ pub struct Args {
     /// `--bdev rbd`: the image in pool `rbd`.
     #[arg(long, default_value = "bench")]
     pub rbd_image: String,
+    /// A QoS limit on the device in I/Os per second (`bdev_set_qos_limit --rw_ios_per_sec`, a
+    /// multiple of 1000): the report then shows how close the measured rate comes to it.
+    #[arg(long, default_value_t = 0)]
+    pub qos_iops: u64,
+    /// A QoS limit on the device in MiB per second (`bdev_set_qos_limit --rw_mbytes_per_sec`).
+    #[arg(long, default_value_t = 0)]
+    pub qos_mbps: u64,
     /// Logical block size of the device.
     #[arg(long, default_value_t = 4096)]
     pub block_size: u32,
@@ -395,6 +402,13 @@ fn loadavg() -> Value {
 pub fn report(a: &Args, h: &HostResult, w: &WindowResult, load_before: Value) -> Value {
     let ops = h.ops.max(1) as f64;
     let iops = h.ops as f64 / w.seconds;
+    let mib_s = iops * a.bs as f64 / (1024.0 * 1024.0);
+    let qos = json!({
+        "rw_ios_per_sec": a.qos_iops,
+        "rw_mbytes_per_sec": a.qos_mbps,
+        "iops_of_limit": if a.qos_iops > 0 { iops / a.qos_iops as f64 } else { 0.0 },
+        "mib_s_of_limit": if a.qos_mbps > 0 { mib_s / a.qos_mbps as f64 } else { 0.0 },
+    });
     let us = |ns: u64| ns as f64 / 1000.0;
     json!({
         "config": {
@@ -420,7 +434,8 @@ pub fn report(a: &Args, h: &HostResult, w: &WindowResult, load_before: Value) ->
         "errors": h.errors,
         "seconds": w.seconds,
         "iops": iops,
-        "mib_s": iops * a.bs as f64 / (1024.0 * 1024.0),
+        "mib_s": mib_s,
+        "qos": qos,
         "latency_us": {
             "mean": h.hist.mean() / 1000.0,
             "p50": us(h.hist.percentile(50.0)),
@@ -487,6 +502,16 @@ fn print_human(r: &Value) {
         f(&r["mib_s"]),
         r["errors"]
     );
+    let q = &r["qos"];
+    if f(&q["iops_of_limit"]) > 0.0 || f(&q["mib_s_of_limit"]) > 0.0 {
+        println!(
+            "  QoS: limit {} IOPS / {} MiB/s (0: none); measured {:.3} of the IOPS limit, {:.3} of the MiB/s limit",
+            q["rw_ios_per_sec"],
+            q["rw_mbytes_per_sec"],
+            f(&q["iops_of_limit"]),
+            f(&q["mib_s_of_limit"]),
+        );
+    }
     let l = &r["latency_us"];
     println!(
         "  latency us: mean {:.1}  p50 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1}",

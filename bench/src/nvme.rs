@@ -39,6 +39,17 @@ pub fn target(
         BdevKind::Malloc => drop(t.malloc("bench0", blocks, a.block_size)),
         BdevKind::Rbd => blocks = rbd_bdev(&t, a)?,
     };
+    if a.qos_iops > 0 || a.qos_mbps > 0 {
+        let limits = target_core::bdev::QosLimits {
+            rw_ios_per_sec: a.qos_iops,
+            rw_mbytes_per_sec: a.qos_mbps,
+            ..Default::default()
+        };
+        t.target
+            .bdevs()
+            .set_qos("bench0", limits)
+            .map_err(|e| format!("--qos-iops/--qos-mbps: {e}"))?;
+    }
     t.subsystem(NQN, true);
     t.add_ns(NQN, "bench0");
     Ok((t, blocks))

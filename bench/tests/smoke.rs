@@ -72,3 +72,30 @@ fn bare_fabric_writes_json() {
     let v = run(&["--transport", "fabric", "--qd", "16"]);
     check(&v);
 }
+
+#[test]
+fn qos_limit_caps_the_rate_and_is_reported() {
+    let v = run(&["--qd", "32", "--qos-iops", "1000"]);
+    check(&v);
+    assert_eq!(v["qos"]["rw_ios_per_sec"], 1000, "{v}");
+    // 0.5 s at 1000 IOPS: 500 I/Os, plus what the first timeslices admit at once and the queue
+    // depth in flight when the window opens. Unlimited, the same run does tens of thousands.
+    let ops = v["ops"].as_u64().expect("ops");
+    assert!(
+        ops <= 800,
+        "{ops} I/Os in 0.5 s under a 1000 IOPS limit: {v}"
+    );
+    let of_limit = v["qos"]["iops_of_limit"].as_f64().expect("iops_of_limit");
+    assert!(of_limit > 0.0 && of_limit <= 1.6, "{v}");
+}
+
+#[test]
+fn a_qos_limit_spdk_would_refuse_is_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_rtgt-bench"))
+        .args(["--qos-iops", "1500", "--duration", "0.2"])
+        .output()
+        .expect("run rtgt-bench");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("not a multiple of 1000"), "{err}");
+}

@@ -1,4 +1,5 @@
-# Side by side, one guest, one run: fio 4K random read at QD32 and 128K sequential read against
+# Side by side, one guest, one run: fio 4K random read QD32, 128K sequential read QD8, 4K random
+# write QD32 and 4K 70/30 random read/write QD32 against
 # (a) rtgt NVMe/RDMA on a null bdev and the Linux nvmet-rdma target on null_blk, and (b) rtgt
 # SRP on a null bdev and LIO ib_srpt on rd_nullio, both over soft-RoCE (rxe0), and (c) rtgt
 # NVMe/TCP on a null bdev and the Linux nvmet-tcp target on null_blk over the guest's loopback
@@ -34,13 +35,16 @@ cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $
 rtgt_ticks() { if rtgt_alive; then awk '{ print $14 + $15 }' "/proc/$RTGT_PID/stat"; else echo 0; fi; }
 
 RDMA_JOBS=("randread-4k-qd32:--rw=randread --bs=4k --iodepth=32"
-           "seqread-128k-qd16:--rw=read --bs=128k --iodepth=16")
+           "seqread-128k-qd8:--rw=read --bs=128k --iodepth=8"
+           "randwrite-4k-qd32:--rw=randwrite --bs=4k --iodepth=32"
+           "randrw70-4k-qd32:--rw=randrw --rwmixread=70 --bs=4k --iodepth=32")
 TCP_JOBS=("randread-4k-qd32:--rw=randread --bs=4k --iodepth=32"
           "seqread-128k-qd8:--rw=read --bs=128k --iodepth=8"
           "randwrite-4k-qd32:--rw=randwrite --bs=4k --iodepth=32")
 
 # bench_jobs DEV LABEL ROUND JOB...: the fio jobs (NAME:OPTIONS) on DEV; appends them to LABEL's
-# runs in $OUT (a write job's figures are its writes').
+# runs in $OUT (a write job's figures are its writes'; a mixed job's IOPS and MiB/s are reads
+# plus writes, its latencies the reads'). rtgt_cpu_us_per_io: rtgt's CPU time per I/O.
 bench_jobs() {
   local dev=$1 label=$2 round=$3 j; shift 3
   for j in "$@"; do
@@ -61,12 +65,15 @@ bench_jobs() {
       'BEGIN { printf "%.1f", (b - a) / hz / (e - s) * 100 }')
     jq -e '.jobs[0].error == 0' "$f" > /dev/null || fail "fio $name on $label reported errors"
     jq --arg l "$label" --arg n "$name" --slurpfile r "$f" \
-      '($r[0].jobs[0] | if .write.io_bytes > 0 then .write else .read end) as $d
-       | .[$l][$n].runs += [{iops: $d.iops, mib_s: ($d.bw / 1024),
+      '$r[0].jobs[0] as $j
+       | ($j | if .read.io_bytes > 0 then .read else .write end) as $d
+       | ($j.read.iops + $j.write.iops) as $iops
+       | .[$l][$n].runs += [{iops: $iops, mib_s: (($j.read.bw + $j.write.bw) / 1024),
                     lat_us_mean: ($d.lat_ns.mean / 1000),
                     lat_us_p99: ($d.clat_ns.percentile["99.000000"] / 1000),
                     usr_cpu: $r[0].jobs[0].usr_cpu, sys_cpu: $r[0].jobs[0].sys_cpu,
-                    guest_cpu_percent: '"$gcpu"', rtgt_cpu_percent: '"$tcpu"'}]' \
+                    guest_cpu_percent: '"$gcpu"', rtgt_cpu_percent: '"$tcpu"',
+                    rtgt_cpu_us_per_io: (if $iops > 0 then '"$tcpu"' / 100 / $iops * 1e6 else 0 end)}]' \
       "$OUT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"
     log "round $round $label $name: $(jq -r --arg l "$label" --arg n "$name" \
       '.[$l][$n].runs[-1] | "\(.iops | floor) IOPS, \(.mib_s | floor) MiB/s, mean \(.lat_us_mean | floor) us, guest CPU \(.guest_cpu_percent)%, rtgt \(.rtgt_cpu_percent)%"' "$OUT")"
@@ -154,7 +161,8 @@ jq 'def median: sort | if length % 2 == 1 then .[length / 2 | floor]
       .runs as $r | {iops: ($r | map(.iops) | median), mib_s: ($r | map(.mib_s) | median),
         lat_us_mean: ($r | map(.lat_us_mean) | median), lat_us_p99: ($r | map(.lat_us_p99) | median),
         guest_cpu_percent: ($r | map(.guest_cpu_percent) | median),
-        rtgt_cpu_percent: ($r | map(.rtgt_cpu_percent) | median)}))))' \
+        rtgt_cpu_percent: ($r | map(.rtgt_cpu_percent) | median),
+        rtgt_cpu_us_per_io: ($r | map(.rtgt_cpu_us_per_io) | median)}))))' \
   "$OUT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"
 
 # Ratios rtgt / kernel.

@@ -15,7 +15,7 @@ for f in "$out"/guest/*/side-by-side.json; do
   [ -f "$f" ] || continue
   echo "== side by side ($f)"
   jq -r 'to_entries[] | select(.key | test("^(rtgt|kernel)-")) | .key as $t
-         | .value | to_entries[] | "\($t | .+ " " * (14 - length)) \(.key | .+ " " * (20 - length)) \(.value.iops | floor) IOPS (\(.value.runs // [] | map(.iops | floor | tostring) | join("/")))  \(.value.mib_s | floor) MiB/s  mean \(.value.lat_us_mean | floor) us  p99 \(.value.lat_us_p99 | floor) us  guest CPU \(.value.guest_cpu_percent)%  rtgt CPU \(.value.rtgt_cpu_percent)%"' "$f"
+         | .value | to_entries[] | "\($t | .+ " " * (14 - length)) \(.key | .+ " " * (20 - length)) \(.value.iops | floor) IOPS (\(.value.runs // [] | map(.iops | floor | tostring) | join("/")))  \(.value.mib_s | floor) MiB/s  mean \(.value.lat_us_mean | floor) us  p99 \(.value.lat_us_p99 | floor) us  guest CPU \(.value.guest_cpu_percent)%  rtgt CPU \(.value.rtgt_cpu_percent)%\(if .value.rtgt_cpu_us_per_io > 0 then " (\(.value.rtgt_cpu_us_per_io | floor) us/IO)" else "" end)"' "$f"
   jq -r '(.ratios // {}) | to_entries[] | .key as $p | .value | to_entries[]
          | "ratio rtgt/kernel \($p) \(.key): IOPS \(.value.iops * 100 | round / 100), MiB/s \(.value.mib_s * 100 | round / 100)"' "$f"
 done
