@@ -194,8 +194,18 @@ pub struct HostQueue {
     /// commands posted by [`HostQueue::flush`].
     bench: bool,
     done_ring: std::collections::VecDeque<u16>,
+    /// Benchmark mode: sends posted unsignaled since the last signaled one, and how many
+    /// make a signaled one (well under the send queue's size).
+    unsignaled: u32,
+    signal_every: u32,
     unposted: Vec<SendWr>,
     unposted_recvs: Vec<RecvWr>,
+}
+
+/// In benchmark mode, one send in this many is signaled: 16, or fewer on a send queue too small
+/// to hold the commands in flight plus 16 unretired sends (its size is `3 · depth + 4`).
+fn bench_signal_interval(max_send_wr: u32) -> u32 {
+    (max_send_wr / 4).clamp(1, 16)
 }
 
 fn next_event(ch: &EventChannel, deadline: Instant) -> Result<fabric::CmEvent, HostError> {
@@ -318,6 +328,7 @@ impl HostQueue {
             }
             other => return Err(HostError::Cm(format!("connect: {other:?}"))),
         };
+        let signal_every = bench_signal_interval(qp.cap().max_send_wr);
         Ok(HostQueue {
             ch,
             id,
@@ -342,6 +353,8 @@ impl HostQueue {
             wcs: [WorkCompletion::default(); 32],
             bench: false,
             done_ring: std::collections::VecDeque::with_capacity(depth),
+            unsignaled: 0,
+            signal_every,
             unposted: Vec::with_capacity(depth),
             unposted_recvs: Vec::with_capacity(depth),
         })
@@ -501,9 +514,17 @@ impl HostQueue {
             SgeList::one(self.cmd_mr.sge(self.cmd.addr() + off as u64, len as u32)),
         );
         if self.bench {
-            // Only every 16th command asks for a send completion (the slot is known free
-            // once its response arrives; a signaled one now and then retires the rest).
-            self.unposted.push(wr.with_signaled(i % 16 == 0));
+            // Only every `signal_every`-th send asks for a completion (the slot is known free
+            // once its response arrives; a signaled send retires the unsignaled ones before
+            // it from the send queue). Counted over sends, not chosen by slot: slots complete
+            // out of order, and a signaled slot held long by the backend (a read waiting on
+            // the OSD) would let every other slot's sends fill the send queue.
+            self.unsignaled += 1;
+            let signaled = self.unsignaled >= self.signal_every;
+            if signaled {
+                self.unsignaled = 0;
+            }
+            self.unposted.push(wr.with_signaled(signaled));
             return Ok(cid);
         }
         self.qp
