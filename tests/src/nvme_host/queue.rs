@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use fabric::{
-    Access, BindMw, CmEventKind, CmId, ConnParam, Cq, EventChannel, Fabric, Mr, Mw, Pd, Qp, QpCap,
-    QpInit, RecvWr, SendWr, Sge, SgeList, WcStatus, WorkCompletion,
+    Access, BindMw, CmEventKind, CmId, CompChannel, ConnParam, Cq, EventChannel, Fabric, Mr, Mw,
+    Pd, Qp, QpCap, QpInit, RecvWr, SendWr, Sge, SgeList, WcStatus, WorkCompletion,
 };
 use iobuf::IoBuf;
 use target_core::nvme::{Cqe, SglDescriptor, Sqe};
@@ -172,6 +172,7 @@ pub struct HostQueue {
     qp: Qp,
     _pd: Pd,
     cq: Cq,
+    comp: CompChannel,
     opts: QueueOpts,
     /// CRQSIZE from the accept.
     pub crqsize: u16,
@@ -247,8 +248,13 @@ impl HostQueue {
             .ok_or_else(|| HostError::Cm("no device".into()))?;
         let pd = dev.alloc_pd().map_err(|e| cm_err("alloc_pd", e))?;
         let depth = usize::from(opts.depth.max(1));
+        // A completion channel, so that a benchmark host can sleep until a completion
+        // ([`HostQueue::wait_completion`]) as a kernel host does on its interrupt.
+        let comp = dev
+            .create_comp_channel()
+            .map_err(|e| cm_err("create_comp_channel", e))?;
         let cq = dev
-            .create_cq((depth * 4 + 16) as u32, None)
+            .create_cq((depth * 4 + 16) as u32, Some(&comp))
             .map_err(|e| cm_err("create_cq", e))?;
         let qp = id
             .create_qp(&QpInit {
@@ -335,6 +341,7 @@ impl HostQueue {
             qp,
             _pd: pd,
             cq,
+            comp,
             opts,
             crqsize,
             cmd,
@@ -383,6 +390,28 @@ impl HostQueue {
             r.map_err(|e| HostError::Protocol(format!("post_send: {e}")))?;
         }
         Ok(n)
+    }
+
+    /// Before a benchmark host sleeps (it has nothing to submit; a kernel host waits for its
+    /// interrupt instead of polling): arms the completion queue so that its next completion
+    /// makes [`HostQueue::completion_fd`] readable, then polls once more, since completions
+    /// that came before arming raise no event. Returns how many that poll handled (sleep only
+    /// if none); call [`HostQueue::ack_completion_events`] after the sleep.
+    pub fn arm_completion(&mut self) -> Result<usize, HostError> {
+        self.cq
+            .req_notify(false)
+            .map_err(|e| HostError::Protocol(format!("req_notify: {e}")))?;
+        self.poll()
+    }
+
+    /// The completion channel's fd, readable after a completion on an armed queue.
+    pub fn completion_fd(&self) -> std::os::fd::RawFd {
+        self.comp.fd()
+    }
+
+    /// Takes the completion channel's events (after a sleep on [`HostQueue::completion_fd`]).
+    pub fn ack_completion_events(&mut self) {
+        while let Ok(Some(_)) = self.comp.get_event() {}
     }
 
     /// The next completed command in benchmark mode, taken (its slot is free again).
