@@ -444,7 +444,7 @@ pub fn report(a: &Args, h: &HostResult, w: &WindowResult, load_before: Value) ->
             "idle": a.idle,
             "idle_sleep": !a.no_idle_sleep,
             "idle_sleep_us": a.idle_sleep_us,
-            "initiator_idle_us": a.initiator_idle(),
+            "initiator_idle_us": a.initiator_idle().map(|d| d.as_micros() as u64),
             "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
         },
         "ops": h.ops,
