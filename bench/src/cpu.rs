@@ -43,6 +43,28 @@ impl Threads {
     }
 }
 
+/// CPU time of every thread of this process, summed by thread name with trailing digits,
+/// `_` and `-` trimmed (`reactor_0` → `reactor`, `msgr-worker-1` → `msgr-worker`): which
+/// threads (the reactors, the initiator, the fabric simulation, librbd's and librados' threads)
+/// took the process's CPU.
+pub fn by_thread_group() -> std::collections::BTreeMap<String, u64> {
+    let mut m = std::collections::BTreeMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+        for t in dir.flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            let group = comm
+                .trim()
+                .trim_end_matches(|c: char| c.is_ascii_digit() || c == '_' || c == '-');
+            let ns = std::fs::read_to_string(t.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+                .unwrap_or(0);
+            *m.entry(group.to_string()).or_insert(0) += ns;
+        }
+    }
+    m
+}
+
 /// CPU time of the calling thread in ns.
 pub fn this_thread_ns() -> u64 {
     target_core::reactor::sys::thread_cpu_time().as_nanos() as u64

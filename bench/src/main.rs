@@ -146,6 +146,16 @@ pub struct Args {
     /// Reactors spin instead of sleeping when idle (no adaptive polling).
     #[arg(long)]
     pub no_idle_sleep: bool,
+    /// How long a reactor finds no work before it sleeps on its fds, in µs (`rtgt serve
+    /// --idle-sleep-us`).
+    #[arg(long, default_value_t = 200)]
+    pub idle_sleep_us: u64,
+    /// NVMe/RDMA initiator: how long a thread finds no completion before it sleeps on its
+    /// queues' completion channels (as a kernel host waits for its interrupt), in µs; 0: it
+    /// never sleeps (spins). Default 200; refused with other transports and with
+    /// `--inline-initiator` (whose initiator shares the reactor's thread).
+    #[arg(long)]
+    pub initiator_idle_us: Option<u64>,
     /// Transport options as a JSON object (as `nvmf_create_transport` takes them).
     #[arg(long, default_value = "{}")]
     pub transport_opts: String,
@@ -164,6 +174,17 @@ impl Args {
             Rw::Read | Rw::Randread => 100,
             Rw::Write | Rw::Randwrite => 0,
             Rw::Rw | Rw::Randrw => self.rwmixread.min(100),
+        }
+    }
+
+    /// `--initiator-idle-us`: when a threaded NVMe/RDMA initiator sleeps (`None`: never).
+    pub fn initiator_idle(&self) -> Option<Duration> {
+        if self.transport != TransportKind::Rdma || self.inline_initiator {
+            return None;
+        }
+        match self.initiator_idle_us.unwrap_or(200) {
+            0 => None,
+            us => Some(Duration::from_micros(us)),
         }
     }
 
@@ -286,6 +307,7 @@ pub struct Window {
     reactors: cpu::Threads,
     busy0: u64,
     idle0: u64,
+    groups0: std::collections::BTreeMap<String, u64>,
     sleeps0: u64,
     stats: Option<target_core::reactor::Reactors>,
 }
@@ -310,6 +332,8 @@ pub struct WindowResult {
     pub reactor_threads: usize,
     /// Times the reactors went to sleep.
     pub sleeps: u64,
+    /// CPU time of the process's threads by name group ([`cpu::by_thread_group`]).
+    pub cpu_by_thread: std::collections::BTreeMap<String, u64>,
 }
 
 impl Window {
@@ -319,6 +343,7 @@ impl Window {
         let (busy0, idle0) = reactors.as_ref().map_or((0, 0), busy_idle);
         let sleeps0 = reactors.as_ref().map_or(0, sleeps);
         Self {
+            groups0: cpu::by_thread_group(),
             sleeps0,
             reactor_cpu0: threads.cpu_ns(),
             process_cpu0: cpu::process_ns(),
@@ -337,7 +362,12 @@ impl Window {
         let allocs = alloc::counts();
         let cpu = self.reactors.cpu_ns();
         let (busy, idle) = self.stats.as_ref().map_or((0, 0), busy_idle);
+        let mut cpu_by_thread = cpu::by_thread_group();
+        for (k, v) in cpu_by_thread.iter_mut() {
+            *v = v.saturating_sub(self.groups0.get(k).copied().unwrap_or(0));
+        }
         WindowResult {
+            cpu_by_thread,
             seconds,
             reactor_cpu_ns: cpu.saturating_sub(self.reactor_cpu0),
             process_cpu_ns: cpu::process_ns().saturating_sub(self.process_cpu0),
@@ -427,6 +457,8 @@ pub fn report(a: &Args, h: &HostResult, w: &WindowResult, load_before: Value) ->
             "inline_initiator": a.inline_initiator,
             "idle": a.idle,
             "idle_sleep": !a.no_idle_sleep,
+            "idle_sleep_us": a.idle_sleep_us,
+            "initiator_idle_us": a.initiator_idle().map(|d| d.as_micros() as u64),
             "cpus": std::thread::available_parallelism().map_or(0, |n| n.get()),
         },
         "ops": h.ops,
@@ -460,6 +492,12 @@ pub fn report(a: &Args, h: &HostResult, w: &WindowResult, load_before: Value) ->
         },
         "process_cpu_ns_per_io": w.process_cpu_ns as f64 / ops,
         "process_cpu_utilization": w.process_cpu_ns as f64 / (w.seconds * 1e9),
+        "cpu_ns_per_io_by_thread": w
+            .cpu_by_thread
+            .iter()
+            .filter(|(_, ns)| **ns > 0)
+            .map(|(k, ns)| (k.clone(), json!((*ns as f64 / ops).round())))
+            .collect::<serde_json::Map<String, Value>>(),
         "reactor_sleeps_per_s": w.sleeps as f64 / w.seconds,
         "loadavg_before": load_before,
         "loadavg_after": loadavg(),
@@ -548,6 +586,22 @@ fn main() {
     }
     if a.qd == 0 || a.qpairs == 0 || a.reactors == 0 {
         eprintln!("--qd, --qpairs and --reactors must be at least 1");
+        std::process::exit(2);
+    }
+    if a.initiator_idle_us.is_some() && (a.transport != TransportKind::Rdma || a.inline_initiator) {
+        eprintln!(
+            "--initiator-idle-us applies to the NVMe/RDMA initiator on its own threads only \
+             (not with --transport {:?} or --inline-initiator)",
+            a.transport
+        );
+        std::process::exit(2);
+    }
+    if a.transport == TransportKind::Fabric && (a.no_idle_sleep || a.idle_sleep_us != 200) {
+        eprintln!("--idle-sleep-us and --no-idle-sleep need a target (not --transport fabric)");
+        std::process::exit(2);
+    }
+    if a.transport == TransportKind::Fabric && (a.qos_iops > 0 || a.qos_mbps > 0) {
+        eprintln!("--qos-iops and --qos-mbps limit the target's bdev (not --transport fabric)");
         std::process::exit(2);
     }
     let load = loadavg();

@@ -21,9 +21,11 @@ pub fn target(
     defaults: serde_json::Value,
 ) -> Result<(TestTarget, u64), String> {
     let mut cfg = ReactorConfig::with_count(a.reactors);
-    if a.no_idle_sleep {
-        cfg.idle_sleep_after = None;
-    }
+    cfg.idle_sleep_after = if a.no_idle_sleep {
+        None
+    } else {
+        Some(Duration::from_micros(a.idle_sleep_us))
+    };
     let t = TestTarget::start_with(cfg);
     let mut opts: serde_json::Value =
         serde_json::from_str(&a.transport_opts).map_err(|e| format!("--transport-opts: {e}"))?;
@@ -302,6 +304,10 @@ pub struct Driver {
     measuring: bool,
     cpu0: u64,
     stop_at: Option<Instant>,
+    /// `--initiator-idle-us`, and when a completion last arrived.
+    idle_after: Option<Duration>,
+    last_busy: Instant,
+    pollfds: Vec<libc::pollfd>,
 }
 
 impl Driver {
@@ -323,6 +329,7 @@ impl Driver {
             .collect();
         let wbuf = vec![0x5Au8; a.bs];
         let now = Instant::now();
+        let n_queues = queues.len();
         let mut states = states;
         for (q, st) in queues.iter_mut().zip(states.iter_mut()) {
             for _ in 0..a.qd.min(usize::from(q.depth())) {
@@ -340,6 +347,9 @@ impl Driver {
             measuring: false,
             cpu0: 0,
             stop_at: None,
+            idle_after: a.initiator_idle(),
+            last_busy: now,
+            pollfds: Vec::with_capacity(n_queues),
         })
     }
 
@@ -350,6 +360,30 @@ impl Driver {
             Ok(false) => None,
             Err(e) => Some(Err(e)),
         }
+    }
+
+    /// Nothing completed for `--initiator-idle-us`: sleeps until a queue has a completion
+    /// (or 10 ms pass, so that phase changes are seen), as a kernel host waits for its
+    /// interrupt rather than taking a core from the target and the backend.
+    fn sleep(&mut self) -> Result<(), String> {
+        self.pollfds.clear();
+        for q in &mut self.queues {
+            if q.arm_completion().map_err(|e| format!("poll: {e}"))? > 0 {
+                // Arrived while arming: the next round handles it.
+                return Ok(());
+            }
+            self.pollfds.push(libc::pollfd {
+                fd: q.completion_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            });
+        }
+        // SAFETY: `pollfds` is a live array of `len` pollfds for the duration of the call.
+        unsafe { libc::poll(self.pollfds.as_mut_ptr(), self.pollfds.len() as _, 10) };
+        for q in &mut self.queues {
+            q.ack_completion_events();
+        }
+        Ok(())
     }
 
     fn round(&mut self, ph: u8) -> Result<bool, String> {
@@ -367,9 +401,11 @@ impl Driver {
         }
         let res = &mut self.res;
         let mut outstanding = 0;
+        let mut completed = 0;
         for (q, st) in self.queues.iter_mut().zip(self.states.iter_mut()) {
             q.poll().map_err(|e| format!("poll: {e}"))?;
             while let Some((cid, cqe)) = q.pop_done() {
+                completed += 1;
                 let i = usize::from(cid & 0x0FFF);
                 if !cqe.status.is_success() {
                     res.errors += 1;
@@ -389,6 +425,14 @@ impl Driver {
                 return Err("the target disconnected a queue".into());
             }
             outstanding += q.outstanding();
+        }
+        if completed > 0 {
+            self.last_busy = now;
+        } else if let Some(after) = self.idle_after
+            && outstanding > 0
+            && now.saturating_duration_since(self.last_busy) >= after
+        {
+            self.sleep()?;
         }
         if let Some(t) = self.stop_at {
             if outstanding == 0 {

@@ -99,3 +99,51 @@ fn a_qos_limit_spdk_would_refuse_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not a multiple of 1000"), "{err}");
 }
+
+#[test]
+fn a_sleeping_nvme_host_completes_io_and_cpu_is_split_by_thread() {
+    // QD1 and a 1 µs idle threshold: the host sleeps on its completion channel between
+    // nearly every command.
+    let v = run(&[
+        "--transport",
+        "rdma",
+        "--qd",
+        "1",
+        "--initiator-idle-us",
+        "1",
+        "--idle-sleep-us",
+        "20",
+        "--size-mib",
+        "16",
+    ]);
+    check(&v);
+    assert_eq!(v["config"]["initiator_idle_us"], 1, "{v}");
+    assert_eq!(v["config"]["idle_sleep_us"], 20, "{v}");
+    let t = &v["cpu_ns_per_io_by_thread"];
+    for k in ["reactor", "initiator"] {
+        assert!(t[k].as_f64().is_some_and(|ns| ns > 0.0), "{k} in {t}");
+    }
+}
+
+#[test]
+fn initiator_idle_us_is_refused_where_it_has_no_effect() {
+    for args in [
+        &["--transport", "srp", "--initiator-idle-us", "50"][..],
+        &["--inline-initiator", "--initiator-idle-us", "50"][..],
+        &["--transport", "fabric", "--idle-sleep-us", "50"][..],
+        &["--transport", "fabric", "--qos-iops", "1000"][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_rtgt-bench"))
+            .args(args)
+            .args(["--duration", "0.2", "--warmup", "0"])
+            .output()
+            .expect("run rtgt-bench");
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("idle")
+                || String::from_utf8_lossy(&out.stderr).contains("qos"),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

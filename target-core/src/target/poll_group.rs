@@ -704,9 +704,10 @@ impl PgCore {
     }
 
     fn arm_channels(&mut self) -> bool {
-        if self.inflight == 0 {
-            return false;
-        }
+        // Armed even with nothing in flight: arming is what clears a channel's wake fd, and a
+        // completion that wrote it while the reactor was busy (after the last arming) would
+        // otherwise leave it readable, and every sleep would return at once until I/O is in
+        // flight again (an RBD namespace between the host's bursts: 5-30 wake-ups per I/O).
         let mut pending = false;
         for sg in self.sgroups.iter_mut().flatten() {
             for ns in sg.ns.iter_mut().flatten() {

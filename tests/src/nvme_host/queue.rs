@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use fabric::{
-    Access, BindMw, CmEventKind, CmId, ConnParam, Cq, EventChannel, Fabric, Mr, Mw, Pd, Qp, QpCap,
-    QpInit, RecvWr, SendWr, Sge, SgeList, WcStatus, WorkCompletion,
+    Access, BindMw, CmEventKind, CmId, CompChannel, ConnParam, Cq, EventChannel, Fabric, Mr, Mw,
+    Pd, Qp, QpCap, QpInit, RecvWr, SendWr, Sge, SgeList, WcStatus, WorkCompletion,
 };
 use iobuf::IoBuf;
 use target_core::nvme::{Cqe, SglDescriptor, Sqe};
@@ -172,6 +172,7 @@ pub struct HostQueue {
     qp: Qp,
     _pd: Pd,
     cq: Cq,
+    comp: CompChannel,
     opts: QueueOpts,
     /// CRQSIZE from the accept.
     pub crqsize: u16,
@@ -194,8 +195,18 @@ pub struct HostQueue {
     /// commands posted by [`HostQueue::flush`].
     bench: bool,
     done_ring: std::collections::VecDeque<u16>,
+    /// Benchmark mode: sends posted unsignaled since the last signaled one, and how many
+    /// make a signaled one (well under the send queue's size).
+    unsignaled: u32,
+    signal_every: u32,
     unposted: Vec<SendWr>,
     unposted_recvs: Vec<RecvWr>,
+}
+
+/// In benchmark mode, one send in this many is signaled: 16, or fewer on a send queue too small
+/// to hold the commands in flight plus 16 unretired sends (its size is `3 · depth + 4`).
+fn bench_signal_interval(max_send_wr: u32) -> u32 {
+    (max_send_wr / 4).clamp(1, 16)
 }
 
 fn next_event(ch: &EventChannel, deadline: Instant) -> Result<fabric::CmEvent, HostError> {
@@ -237,8 +248,13 @@ impl HostQueue {
             .ok_or_else(|| HostError::Cm("no device".into()))?;
         let pd = dev.alloc_pd().map_err(|e| cm_err("alloc_pd", e))?;
         let depth = usize::from(opts.depth.max(1));
+        // A completion channel, so that a benchmark host can sleep until a completion
+        // ([`HostQueue::wait_completion`]) as a kernel host does on its interrupt.
+        let comp = dev
+            .create_comp_channel()
+            .map_err(|e| cm_err("create_comp_channel", e))?;
         let cq = dev
-            .create_cq((depth * 4 + 16) as u32, None)
+            .create_cq((depth * 4 + 16) as u32, Some(&comp))
             .map_err(|e| cm_err("create_cq", e))?;
         let qp = id
             .create_qp(&QpInit {
@@ -318,12 +334,14 @@ impl HostQueue {
             }
             other => return Err(HostError::Cm(format!("connect: {other:?}"))),
         };
+        let signal_every = bench_signal_interval(qp.cap().max_send_wr);
         Ok(HostQueue {
             ch,
             id,
             qp,
             _pd: pd,
             cq,
+            comp,
             opts,
             crqsize,
             cmd,
@@ -342,6 +360,8 @@ impl HostQueue {
             wcs: [WorkCompletion::default(); 32],
             bench: false,
             done_ring: std::collections::VecDeque::with_capacity(depth),
+            unsignaled: 0,
+            signal_every,
             unposted: Vec::with_capacity(depth),
             unposted_recvs: Vec::with_capacity(depth),
         })
@@ -370,6 +390,28 @@ impl HostQueue {
             r.map_err(|e| HostError::Protocol(format!("post_send: {e}")))?;
         }
         Ok(n)
+    }
+
+    /// Before a benchmark host sleeps (it has nothing to submit; a kernel host waits for its
+    /// interrupt instead of polling): arms the completion queue so that its next completion
+    /// makes [`HostQueue::completion_fd`] readable, then polls once more, since completions
+    /// that came before arming raise no event. Returns how many that poll handled (sleep only
+    /// if none); call [`HostQueue::ack_completion_events`] after the sleep.
+    pub fn arm_completion(&mut self) -> Result<usize, HostError> {
+        self.cq
+            .req_notify(false)
+            .map_err(|e| HostError::Protocol(format!("req_notify: {e}")))?;
+        self.poll()
+    }
+
+    /// The completion channel's fd, readable after a completion on an armed queue.
+    pub fn completion_fd(&self) -> std::os::fd::RawFd {
+        self.comp.fd()
+    }
+
+    /// Takes the completion channel's events (after a sleep on [`HostQueue::completion_fd`]).
+    pub fn ack_completion_events(&mut self) {
+        while let Ok(Some(_)) = self.comp.get_event() {}
     }
 
     /// The next completed command in benchmark mode, taken (its slot is free again).
@@ -501,9 +543,17 @@ impl HostQueue {
             SgeList::one(self.cmd_mr.sge(self.cmd.addr() + off as u64, len as u32)),
         );
         if self.bench {
-            // Only every 16th command asks for a send completion (the slot is known free
-            // once its response arrives; a signaled one now and then retires the rest).
-            self.unposted.push(wr.with_signaled(i % 16 == 0));
+            // Only every `signal_every`-th send asks for a completion (the slot is known free
+            // once its response arrives; a signaled send retires the unsignaled ones before
+            // it from the send queue). Counted over sends, not chosen by slot: slots complete
+            // out of order, and a signaled slot held long by the backend (a read waiting on
+            // the OSD) would let every other slot's sends fill the send queue.
+            self.unsignaled += 1;
+            let signaled = self.unsignaled >= self.signal_every;
+            if signaled {
+                self.unsignaled = 0;
+            }
+            self.unposted.push(wr.with_signaled(signaled));
             return Ok(cid);
         }
         self.qp
