@@ -14,7 +14,8 @@
 # 3 s run. The "steady state" figures take a second pair of runs of 6 s and divide the
 # difference in instructions by the difference in I/Os, so what is done once per run
 # (setup, teardown) cancels out and only what is done per I/O (and per unit of time)
-# remains. CG_STEADY=0 skips the second pair. The "one profile" figure takes the 3 s loop
+# remains (CG_DURATION sets the first run's seconds, 3 by default). CG_STEADY=0 skips the
+# second pair. The "one profile" figure takes the 3 s loop
 # profile alone: everything in the reactor loop minus the initiator's Driver::step and minus
 # the connection's setup (`add_connection`, SRP `new_channel`), over its I/Os; it does not
 # depend on how many I/Os valgrind managed, and repeats within ~1 % (the figure
@@ -40,11 +41,12 @@ run() {
         --callgrind-out-file="$OUT.$sfx" "$BIN" --inline-initiator --duration "$dur" --warmup 1 \
         "$@" --quiet --json "$OUT.$sfx.json" >/dev/null 2>>"$OUT.log"
 }
-run loop 3 '*Reactor::run*' "$@"
-run host 3 "*$HOST::Driver::step*" "$@"
+D=${CG_DURATION:-3}
+run loop "$D" '*Reactor::run*' "$@"
+run host "$D" "*$HOST::Driver::step*" "$@"
 if [ "$STEADY" != 0 ]; then
-    run loop2 6 '*Reactor::run*' "$@"
-    run host2 6 "*$HOST::Driver::step*" "$@"
+    run loop2 $((2 * D)) '*Reactor::run*' "$@"
+    run host2 $((2 * D)) "*$HOST::Driver::step*" "$@"
 fi
 python3 - "$OUT" "$HOST" "$STEADY" <<'PY'
 import re, subprocess, sys
@@ -81,7 +83,7 @@ if steady:
     ht2, hi2 = total_and_ios(out + ".host2")
     loop = (lt2 - lt) / max(li2 - li, 1)
     ini = (ht2 - ht) / max(hi2 - hi, 1)
-    print("steady state (6 s run minus 3 s run):")
+    print("steady state (second run minus first):")
     print(f"  loop: {li2 - li} more I/Os, {loop:.0f} Ir/I/O (target + initiator)")
     print(f"  initiator: {hi2 - hi} more I/Os, {ini:.0f} Ir/I/O")
     print(f"  target (loop - initiator): {loop - ini:.0f} Ir/I/O")
