@@ -118,6 +118,7 @@ impl Eq for SgeList {}
 
 impl SgeList {
     /// An empty list (a zero-length work request).
+    #[inline]
     pub const fn new() -> Self {
         SgeList {
             len: 0,
@@ -130,6 +131,7 @@ impl SgeList {
     }
 
     /// A list of one entry.
+    #[inline]
     pub fn one(sge: Sge) -> Self {
         let mut l = Self::new();
         l.sges[0] = sge;
@@ -149,6 +151,7 @@ impl SgeList {
     }
 
     /// Appends an entry; gives it back if the list is full.
+    #[inline]
     pub fn push(&mut self, sge: Sge) -> Result<(), Sge> {
         if self.len as usize >= MAX_SGE {
             return Err(sge);
@@ -164,6 +167,7 @@ impl SgeList {
     }
 
     /// The entries.
+    #[inline]
     pub fn as_slice(&self) -> &[Sge] {
         &self.sges[..self.len as usize]
     }
@@ -174,6 +178,7 @@ impl SgeList {
     }
 
     /// Number of entries.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len as usize
     }
@@ -184,6 +189,7 @@ impl SgeList {
     }
 
     /// Sum of the entries' lengths.
+    #[inline]
     pub fn total_len(&self) -> u64 {
         self.as_slice().iter().map(|s| s.length as u64).sum()
     }

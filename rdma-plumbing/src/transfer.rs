@@ -57,10 +57,33 @@ pub fn plan(
     mut f: impl FnMut(u64, u32, SgeList),
 ) -> Result<u32, PlanError> {
     let max_sge = max_sge.clamp(1, MAX_SGE);
+    let mut remote = remote.into_iter();
+    let Some(first) = remote.next() else {
+        return if total > 0 {
+            Err(PlanError::ShortSegments)
+        } else {
+            Ok(0)
+        };
+    };
+    // The usual case (one remote segment, one buffer holding the whole transfer) is one work
+    // request of one entry: built directly, as the walk below would.
+    if let [b] = local
+        && total > 0
+        && total <= first.len
+        && total as usize <= b.len()
+    {
+        let sge = Sge {
+            addr: b.addr(),
+            length: total,
+            lkey: lkey(b.addr()).ok_or(PlanError::Unregistered)?,
+        };
+        f(first.addr, first.rkey, SgeList::one(sge));
+        return Ok(1);
+    }
     let mut left = total;
     let (mut bi, mut bo) = (0usize, 0usize);
     let mut count = 0u32;
-    for seg in remote {
+    for seg in std::iter::once(first).chain(remote) {
         if left == 0 {
             break;
         }
@@ -218,6 +241,39 @@ mod tests {
             run(&[seg(0x1000, 4096)], &l, 4096, 16),
             Ok(vec![(0x1000, vec![4096])])
         );
+    }
+
+    #[test]
+    fn the_one_buffer_shortcut_plans_as_the_walk_does() {
+        // A window starting inside its buffer, a longer remote segment, a segment not needed.
+        let mut l = bufs(&[8192]);
+        l[0].set_window(100, 5000);
+        let mut got = Vec::new();
+        let n = plan(
+            [seg(0x1000, 6000), seg(0x9000, 10)],
+            &l,
+            5000,
+            16,
+            |a| Some(a as u32 ^ 0x55),
+            |a, key, s| got.push((a, key, s.as_slice().to_vec())),
+        );
+        let sge = Sge {
+            addr: l[0].addr(),
+            length: 5000,
+            lkey: l[0].addr() as u32 ^ 0x55,
+        };
+        assert_eq!((n, got), (Ok(1), vec![(0x1000, 7, vec![sge])]));
+        let none = |_| -> Option<u32> { None };
+        assert_eq!(
+            plan([seg(0, 8192)], &l, 4096, 16, none, |_, _, _| {}),
+            Err(PlanError::Unregistered)
+        );
+        let no_segs = std::iter::empty::<RemoteSegment>;
+        assert_eq!(
+            plan(no_segs(), &l, 1, 16, |_| Some(1), |_, _, _| {}),
+            Err(PlanError::ShortSegments)
+        );
+        assert_eq!(plan(no_segs(), &l, 0, 16, |_| Some(1), |_, _, _| {}), Ok(0));
     }
 
     #[test]

@@ -438,10 +438,19 @@ impl SimFaults {
         r
     }
 
+    /// The fault a completion meets, if any: one load while no fault is armed (every
+    /// completion passes here).
+    #[inline(always)]
     fn intercept(&self, wc: &WorkCompletion) -> Option<CompletionFault> {
         if !self.armed.load(Ordering::Acquire) {
             return None;
         }
+        self.intercept_armed(wc)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn intercept_armed(&self, wc: &WorkCompletion) -> Option<CompletionFault> {
         let mut rules = self.completions.lock();
         let i = rules.iter().position(|(m, _)| m.matches(wc))?;
         let (_, f) = rules.remove(i);
@@ -909,7 +918,9 @@ pub(crate) struct KeyCache {
 }
 
 impl KeyCache {
-    #[inline]
+    /// The cached resolution of `key`: a hit (every SGE of the data path, several per I/O)
+    /// is inlined; filling a slot is not.
+    #[inline(always)]
     fn slot(
         &mut self,
         dev: &SDevice,
@@ -929,47 +940,55 @@ impl KeyCache {
             if *touched & (1 << i) != 0 {
                 return Err(Resolve::Fallback);
             }
-            let tab = dev.keys.read_recursive();
-            let generation = dev.key_gen.load(Ordering::Acquire);
-            let c = match tab.get((key >> 8) as usize) {
-                Some(KeyEntry::Mr {
-                    pd,
-                    key: k,
-                    region,
-                    access,
-                }) if *k == key => CachedKey {
-                    dev: dev.id,
-                    key,
-                    generation,
-                    pd: *pd,
-                    region: Arc::clone(region),
-                    start: region.addr(),
-                    len: region.len() as u64,
-                    access: *access,
-                    mw_qp: None,
-                },
-                Some(KeyEntry::Mw {
-                    pd,
-                    key: k,
-                    bound: Some(b),
-                }) if *k == key => CachedKey {
-                    dev: dev.id,
-                    key,
-                    generation,
-                    pd: *pd,
-                    region: Arc::clone(&b.region),
-                    start: b.addr,
-                    len: b.len,
-                    access: b.access,
-                    mw_qp: Some(b.qp_num),
-                },
-                _ => return Err(Resolve::Bad),
-            };
-            drop(tab);
-            self.slots[i] = Some(c);
+            self.fill(dev, key, i)?;
         }
         *touched |= 1 << i;
         self.slots[i].as_ref().ok_or(Resolve::Bad)
+    }
+
+    /// Resolves `key` through the device's key table into slot `i`.
+    #[cold]
+    #[inline(never)]
+    fn fill(&mut self, dev: &SDevice, key: u32, i: usize) -> std::result::Result<(), Resolve> {
+        let tab = dev.keys.read_recursive();
+        let generation = dev.key_gen.load(Ordering::Acquire);
+        let c = match tab.get((key >> 8) as usize) {
+            Some(KeyEntry::Mr {
+                pd,
+                key: k,
+                region,
+                access,
+            }) if *k == key => CachedKey {
+                dev: dev.id,
+                key,
+                generation,
+                pd: *pd,
+                region: Arc::clone(region),
+                start: region.addr(),
+                len: region.len() as u64,
+                access: *access,
+                mw_qp: None,
+            },
+            Some(KeyEntry::Mw {
+                pd,
+                key: k,
+                bound: Some(b),
+            }) if *k == key => CachedKey {
+                dev: dev.id,
+                key,
+                generation,
+                pd: *pd,
+                region: Arc::clone(&b.region),
+                start: b.addr,
+                len: b.len,
+                access: b.access,
+                mw_qp: Some(b.qp_num),
+            },
+            _ => return Err(Resolve::Bad),
+        };
+        drop(tab);
+        self.slots[i] = Some(c);
+        Ok(())
     }
 
     /// Resolves local entries (registrations of `pd` on `dev`; `write`: local write needed).

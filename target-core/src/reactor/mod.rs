@@ -686,6 +686,9 @@ impl Reactor {
         &self.ctx.reactors.0.slots[self.ctx.index]
     }
 
+    // Never inlined: it runs once per thread, and bench/scripts/callgrind-per-io.sh counts
+    // the instructions inside it by name.
+    #[inline(never)]
     fn run(mut self) {
         let shared = Arc::clone(&self.shared);
         let idle_after = shared.config.idle_sleep_after;

@@ -230,6 +230,7 @@ impl Lifecycle {
         self.closed
     }
 
+    #[inline(always)]
     fn go(&mut self, to: State, act: Act) -> Result<Act, Invalid> {
         self.state = to;
         if to == State::Free {
@@ -239,6 +240,7 @@ impl Lifecycle {
     }
 
     /// All posted READs completed: execute, or free if one failed or the queue pair closed.
+    #[inline]
     fn reads_finished(&mut self) -> Result<Act, Invalid> {
         if self.failed || self.closed {
             self.go(State::Free, Act::Free)
@@ -247,13 +249,11 @@ impl Lifecycle {
         }
     }
 
-    /// Feeds one event; returns what the driver must do.
+    /// Feeds one event; returns what the driver must do. Inlined into the driver's loop: it
+    /// runs about eight times per I/O.
+    #[inline]
     pub fn on(&mut self, event: Event) -> Result<Act, Invalid> {
         use State::*;
-        let invalid = Invalid {
-            state: self.state,
-            event,
-        };
         match (self.state, event) {
             (Free, Event::Start(s)) => match s {
                 Start::Execute => self.go(Ready, Act::Execute),
@@ -366,7 +366,7 @@ impl Lifecycle {
                 self.go(Free, Act::Free)
             }
             (_, Event::SendsOver) => Ok(Act::Wait),
-            _ => Err(invalid),
+            (state, event) => Err(Invalid { state, event }),
         }
     }
 }

@@ -160,9 +160,11 @@ impl RdmaPg {
         let qp = &mut qpairs[qk as usize];
         let mut cx = NvmeCtx::new(core, &sh.info, self.now);
         let out = nvme_exec::execute(&mut cx, &mut qp.q, &mut r.ex);
-        let aers = std::mem::take(&mut cx.aer_done);
-        for a in aers {
-            self.complete_parked(core, qk, a);
+        if !cx.aer_done.is_empty() {
+            let aers = std::mem::take(&mut cx.aer_done);
+            for a in aers {
+                self.complete_parked(core, qk, a);
+            }
         }
         Event::Exec(exec_of(out))
     }

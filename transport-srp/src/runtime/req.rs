@@ -34,7 +34,7 @@ use rdma_plumbing::transfer::RdmaOp;
 use super::{RecvRef, SrpPg, Waiter, kind, pack, token, untoken};
 use crate::channel::Event;
 use crate::nexus::NexusKey;
-use crate::proto::{DataDesc, Residual, SrpCmd, SrpRsp, Tag, TmResponse, TskMgmt};
+use crate::proto::{DataDesc, DirectDesc, Residual, SrpCmd, SrpRsp, Tag, TmResponse, TskMgmt};
 use crate::task_management::{self as tm, AbortScope, TmPlan};
 
 /// Where a request is.
@@ -77,6 +77,9 @@ pub(super) struct Req {
     sol_not: u8,
     lun: Option<u16>,
     imm: bool,
+    /// The SRP_CMD's data-in descriptor when it is direct (the usual read), kept when the
+    /// command starts so that the response does not decode the command again.
+    data_in: Option<DirectDesc>,
     /// The data-out the SCSI engine asked for: bytes, and whether it is parameter data.
     fetch: (u64, bool),
     /// The SCSI command's state in target-core (with the preallocated bdev I/O).
@@ -111,6 +114,7 @@ impl Req {
             sol_not: 0,
             lun: None,
             imm: false,
+            data_in: None,
             fetch: (0, false),
             exec: ScsiReq::new(),
             tm_code: TmResponse::Complete,
@@ -141,6 +145,7 @@ impl Req {
         self.sol_not = 0;
         self.lun = None;
         self.imm = false;
+        self.data_in = None;
         self.fetch = (0, false);
         self.tm_code = TmResponse::Complete;
         self.moved_out = 0;
@@ -291,6 +296,10 @@ impl SrpPg {
                 req.tag = cmd.tag;
                 req.sol_not = cmd.sol_not;
                 req.imm = matches!(cmd.data_out, DataDesc::Immediate(_));
+                req.data_in = match cmd.data_in {
+                    DataDesc::Direct(d) => Some(d),
+                    _ => None,
+                };
                 req.lun = scsi::lun::decode(cmd.lun).ok();
                 let scsi_cmd = ScsiCommand {
                     token: token(key, slot, serial),
@@ -745,8 +754,21 @@ impl SrpPg {
         let r = &c.reqs[slot as usize];
         let data_in = r.exec.data_in_len();
         if data_in > 0 {
-            let built = match r.recv {
-                Some(rref) => {
+            let local = descriptors::Local {
+                bufs: r.exec.io.as_ref().map_or(&[][..], |io| io.bufs.as_slice()),
+                lkey,
+                max_sge: c.max_sge,
+            };
+            let built = match (r.recv, r.data_in) {
+                (Some(_), Some(d)) => descriptors::build(
+                    &mut self.wrs,
+                    RdmaOp::Write,
+                    wr_id,
+                    local,
+                    &DataDesc::Direct(d),
+                    data_in,
+                ),
+                (Some(rref), None) => {
                     let data =
                         iu_bytes(&c.recv, c.rpad, srq_bufs(&self.devs, c.dev), rref, r.iu_len);
                     match SrpCmd::decode(data, c.imm_off) {
@@ -754,18 +776,14 @@ impl SrpPg {
                             &mut self.wrs,
                             RdmaOp::Write,
                             wr_id,
-                            descriptors::Local {
-                                bufs: r.exec.io.as_ref().map_or(&[][..], |io| io.bufs.as_slice()),
-                                lkey,
-                                max_sge: c.max_sge,
-                            },
+                            local,
                             &cmd.data_in,
                             data_in,
                         ),
                         Err(_) => Err(XferError::NoDescriptors),
                     }
                 }
-                None => Err(XferError::NoDescriptors),
+                (None, _) => Err(XferError::NoDescriptors),
             };
             if let Err(e) = built {
                 tracing::warn!("SRP channel {}: data-in descriptors refused: {e:?}", c.gid);
