@@ -429,6 +429,27 @@ fn loadavg() -> Value {
 }
 
 /// Builds the report.
+/// CPU per I/O by thread group. The initiator threads' own figure is what they measured inside
+/// the window: they may have exited before the window closed, and with them their
+/// `/proc/self/task` entries.
+fn by_thread(
+    a: &Args,
+    h: &HostResult,
+    w: &WindowResult,
+    ops: f64,
+) -> serde_json::Map<String, Value> {
+    let mut m: serde_json::Map<String, Value> = w
+        .cpu_by_thread
+        .iter()
+        .filter(|(_, ns)| **ns > 0)
+        .map(|(k, ns)| (k.clone(), json!((*ns as f64 / ops).round())))
+        .collect();
+    if !a.inline_initiator && h.cpu_ns > 0 {
+        m.insert("initiator".into(), json!((h.cpu_ns as f64 / ops).round()));
+    }
+    m
+}
+
 pub fn report(a: &Args, h: &HostResult, w: &WindowResult, load_before: Value) -> Value {
     let ops = h.ops.max(1) as f64;
     let iops = h.ops as f64 / w.seconds;
@@ -492,12 +513,7 @@ pub fn report(a: &Args, h: &HostResult, w: &WindowResult, load_before: Value) ->
         },
         "process_cpu_ns_per_io": w.process_cpu_ns as f64 / ops,
         "process_cpu_utilization": w.process_cpu_ns as f64 / (w.seconds * 1e9),
-        "cpu_ns_per_io_by_thread": w
-            .cpu_by_thread
-            .iter()
-            .filter(|(_, ns)| **ns > 0)
-            .map(|(k, ns)| (k.clone(), json!((*ns as f64 / ops).round())))
-            .collect::<serde_json::Map<String, Value>>(),
+        "cpu_ns_per_io_by_thread": by_thread(a, h, w, ops),
         "reactor_sleeps_per_s": w.sleeps as f64 / w.seconds,
         "loadavg_before": load_before,
         "loadavg_after": loadavg(),
