@@ -141,6 +141,8 @@ pub struct ScsiReq {
     pub(super) caw_lock: Option<crate::compare_write::LockId>,
     /// The nexuses a PREEMPT AND ABORT preempted ([`ScsiAction::AbortPreempted`]).
     pub(super) preempted: Option<std::sync::Arc<[crate::reservation::Nexus]>>,
+    /// A PERSISTENT RESERVE OUT waiting for its `ptpl_file` write: the volume and the ticket.
+    pub(super) persist: Option<(std::sync::Arc<crate::target::VolumeReservation>, u64)>,
 }
 
 impl Default for ScsiReq {
@@ -185,6 +187,7 @@ impl ScsiReq {
             caw_owner: None,
             caw_lock: None,
             preempted: None,
+            persist: None,
         }
     }
 
@@ -221,6 +224,7 @@ impl ScsiReq {
         self.caw_owner = None;
         self.caw_lock = None;
         self.preempted = None;
+        self.persist = None;
     }
 
     /// Ends the command with CHECK CONDITION and `sense` and no data-in (see
