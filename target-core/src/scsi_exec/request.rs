@@ -133,6 +133,8 @@ pub struct ScsiReq {
     pub(super) flush_after: bool,
     /// That Flush is the operation to submit.
     pub(super) flushing: bool,
+    /// A PERSISTENT RESERVE OUT waiting for its `ptpl_file` write: the volume and the ticket.
+    pub(super) persist: Option<(std::sync::Arc<crate::target::VolumeReservation>, u64)>,
     /// A COMPARE AND WRITE, its step, its lock owner tag (while it waits for or holds the
     /// volume's range lock) and the lock once held.
     pub(super) caw: Option<crate::scsi::caw::CompareAndWrite>,
@@ -141,8 +143,6 @@ pub struct ScsiReq {
     pub(super) caw_lock: Option<crate::compare_write::LockId>,
     /// The nexuses a PREEMPT AND ABORT preempted ([`ScsiAction::AbortPreempted`]).
     pub(super) preempted: Option<std::sync::Arc<[crate::reservation::Nexus]>>,
-    /// A PERSISTENT RESERVE OUT waiting for its `ptpl_file` write: the volume and the ticket.
-    pub(super) persist: Option<(std::sync::Arc<crate::target::VolumeReservation>, u64)>,
 }
 
 impl Default for ScsiReq {
