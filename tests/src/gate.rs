@@ -17,6 +17,7 @@ pub struct Gate {
     held: AtomicUsize,
     refusing: AtomicBool,
     refused: AtomicUsize,
+    passes: AtomicUsize,
 }
 
 impl Gate {
@@ -28,6 +29,11 @@ impl Gate {
     /// Lets parked and new I/O through.
     pub fn open(&self) {
         self.closed.store(false, Ordering::Release);
+    }
+
+    /// Lets the `n` oldest parked I/Os (of a channel) through while the gate stays closed.
+    pub fn pass(&self, n: usize) {
+        self.passes.fetch_add(n, Ordering::AcqRel);
     }
 
     /// I/Os parked right now.
@@ -123,6 +129,23 @@ impl BdevChannel for GateChannel {
     }
 
     fn poll(&mut self, done: &mut dyn FnMut(Box<BdevIo>)) -> usize {
+        while !self.held.is_empty()
+            && self
+                .gate
+                .passes
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| p.checked_sub(1))
+                .is_ok()
+        {
+            if let Some(io) = self.held.pop_front() {
+                self.gate.held.fetch_sub(1, Ordering::AcqRel);
+                if let Err(io) = self.inner.submit(io) {
+                    self.gate.held.fetch_add(1, Ordering::AcqRel);
+                    self.gate.passes.fetch_add(1, Ordering::AcqRel);
+                    self.held.push_front(io);
+                    break;
+                }
+            }
+        }
         if !self.gate.closed.load(Ordering::Acquire) {
             while let Some(io) = self.held.pop_front() {
                 self.gate.held.fetch_sub(1, Ordering::AcqRel);

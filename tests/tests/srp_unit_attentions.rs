@@ -114,3 +114,42 @@ fn mode_select_tells_the_other_nexuses() {
     assert_eq!(sense(&tur(&mut b, 0)), Some((0x6, 0x2A, 0x01)), "B on LU 0");
     assert_eq!(tur(&mut b, 0).status, GOOD, "reported once");
 }
+
+/// SPC-4: the initiator port whose I_T nexus was lost (its last channel closed) hears I_T
+/// NEXUS LOSS OCCURRED (29h/07h) on its first command to each LU when it logs in again —
+/// not POWER ON; an initiator port never seen before hears POWER ON.
+#[test]
+fn a_nexus_back_after_its_loss_hears_it_nexus_loss_occurred() {
+    let fx = SrpFixture::new(2, json!({}), 2, 2048);
+    let mut a = fx.login(A);
+    a.absorb_power_on = false;
+    assert_eq!(
+        sense(&tur(&mut a, 0)),
+        Some((0x6, 0x29, 0x00)),
+        "first login"
+    );
+    a.logout().unwrap();
+    drop(a);
+    fx.wait_until("A's nexus is gone", |f| f.controllers().is_empty());
+
+    let mut a = fx.login(A);
+    a.absorb_power_on = false;
+    for lun in [0, 1] {
+        assert_eq!(
+            sense(&tur(&mut a, lun)),
+            Some((0x6, 0x29, 0x07)),
+            "LU {lun} after the nexus loss"
+        );
+        assert_eq!(tur(&mut a, lun).status, GOOD, "reported once");
+    }
+    let mut b = fx.login(B);
+    b.absorb_power_on = false;
+    assert_eq!(sense(&tur(&mut b, 0)), Some((0x6, 0x29, 0x00)), "B is new");
+    // Back once: a second loss-free login of A's nexus on another channel hears nothing.
+    let mut p = fx.params(A);
+    p.multi_channel = true;
+    p.tag_base = 1 << 16;
+    let mut a2 = fx.login_with(&p).expect("second channel");
+    a2.absorb_power_on = false;
+    assert_eq!(tur(&mut a2, 0).status, GOOD);
+}

@@ -51,6 +51,7 @@ pub mod pr_out;
 pub mod reserve;
 pub mod sense;
 mod supported_opcodes;
+pub mod task_order;
 #[cfg(test)]
 mod tests;
 pub mod ua;

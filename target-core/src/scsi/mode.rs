@@ -186,7 +186,9 @@ fn control(w: &mut DataIn<'_>, lu: &LogicalUnit, pc: Pc) {
     }
     let swp = pc == Pc::Current && lu.modes.swp;
     w.u8(0x00); // TST = 0 (one task set), D_SENSE = 0 (fixed-format sense)
-    w.u8(0x10); // QUEUE ALGORITHM MODIFIER = 1 (unrestricted reordering), QERR = 0
+    // QUEUE ALGORITHM MODIFIER = 1: SIMPLE tasks are reordered freely; ORDERED and HEAD OF
+    // QUEUE are honoured whatever it says (scsi::task_order). QERR = 0.
+    w.u8(0x10);
     w.u8(if swp { 0x08 } else { 0x00 }); // SWP
     // ATO = 0; TAS = 1: a task another I_T nexus's task management (or PREEMPT AND ABORT)
     // aborts ends with TASK ABORTED status, as Linux LIO (emulate_tas) answers it.

@@ -174,7 +174,10 @@ impl ScsiEngine {
             Phase::Admit => self.admit(core, nexus, ua, req),
             Phase::Exec => self.exec(core, nexus, ua, req),
             Phase::DataOut => self.fetch(req),
-            Phase::Submit if req.pr_out.is_some() => reservation::run_pr_out(core, nexus, req),
+            Phase::Submit if req.pr_out.is_some() => {
+                reservation::run_pr_out(core, nexus, self.transport, req)
+            }
+            Phase::Submit if req.persist.is_some() => reservation::persisted(core, req),
             Phase::Submit if req.mode_select.is_some() => self.run_mode_select(core, nexus, req),
             Phase::Submit if req.caw.is_some() => self.run_caw(core, req),
             Phase::Submit => self.submit(core, req),

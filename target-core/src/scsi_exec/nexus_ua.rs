@@ -6,7 +6,10 @@
 //!   to that LU on any of its channels; a command to another LU does not see it.
 //! - An LU the nexus has never addressed has POWER ON, RESET, OR BUS DEVICE RESET OCCURRED
 //!   (29h/00h) pending: its first command reports it, and conditions established meanwhile
-//!   follow it in the queue's order.
+//!   follow it in the queue's order. A nexus that comes back after its nexus loss (the same
+//!   initiator port through the same target port: [`NexusUnitAttentions::returned`]) has
+//!   I_T NEXUS LOSS OCCURRED (29h/07h) pending instead (SPC-4 6.2: established for the
+//!   initiator port when its nexus is lost, reported when it addresses the LU again).
 //! - The per-command cost: one atomic load of the LU's bit while nothing is pending for it;
 //!   the queue's lock only when something is (or for the LU's first command).
 //!
@@ -15,7 +18,7 @@
 //! since it answers for the whole inventory.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -35,6 +38,8 @@ pub struct NexusUnitAttentions {
     queues: Mutex<HashMap<u16, UaQueue>>,
     /// An LU's first command reports POWER ON (false: [`NexusUnitAttentions::settled`]).
     power_on: bool,
+    /// ... or I_T NEXUS LOSS OCCURRED instead ([`NexusUnitAttentions::returned`]).
+    after_loss: AtomicBool,
 }
 
 impl std::fmt::Debug for NexusUnitAttentions {
@@ -58,15 +63,27 @@ impl NexusUnitAttentions {
             pending: (0..WORDS).map(|_| AtomicU64::new(u64::MAX)).collect(),
             queues: Mutex::new(HashMap::new()),
             power_on: true,
+            after_loss: AtomicBool::new(false),
         }
     }
 
     fn fresh_queue(&self) -> UaQueue {
-        if self.power_on {
-            UaQueue::new()
-        } else {
-            UaQueue::empty()
+        if !self.power_on {
+            return UaQueue::empty();
         }
+        if self.after_loss.load(Ordering::Acquire) {
+            let mut q = UaQueue::empty();
+            q.establish(UnitAttention::ItNexusLoss);
+            return q;
+        }
+        UaQueue::new()
+    }
+
+    /// The nexus was lost before and is back (its initiator port logged in again): an LU's
+    /// first command reports I_T NEXUS LOSS OCCURRED rather than POWER ON. Call it before the
+    /// nexus's first command.
+    pub fn returned(&self) {
+        self.after_loss.store(true, Ordering::Release);
     }
 
     /// A nexus that has addressed every LU and has nothing pending (for tests of other
@@ -77,6 +94,7 @@ impl NexusUnitAttentions {
             pending: (0..WORDS).map(|_| AtomicU64::new(0)).collect(),
             queues: Mutex::new(HashMap::new()),
             power_on: false,
+            after_loss: AtomicBool::new(false),
         }
     }
 

@@ -133,6 +133,8 @@ pub struct ScsiReq {
     pub(super) flush_after: bool,
     /// That Flush is the operation to submit.
     pub(super) flushing: bool,
+    /// A PERSISTENT RESERVE OUT waiting for its `ptpl_file` write: the volume and the ticket.
+    pub(super) persist: Option<(std::sync::Arc<crate::target::VolumeReservation>, u64)>,
     /// A COMPARE AND WRITE, its step, its lock owner tag (while it waits for or holds the
     /// volume's range lock) and the lock once held.
     pub(super) caw: Option<crate::scsi::caw::CompareAndWrite>,
@@ -185,6 +187,7 @@ impl ScsiReq {
             caw_owner: None,
             caw_lock: None,
             preempted: None,
+            persist: None,
         }
     }
 
@@ -221,6 +224,7 @@ impl ScsiReq {
         self.caw_owner = None;
         self.caw_lock = None;
         self.preempted = None;
+        self.persist = None;
     }
 
     /// Ends the command with CHECK CONDITION and `sense` and no data-in (see

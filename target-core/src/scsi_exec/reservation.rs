@@ -133,8 +133,16 @@ pub(super) fn check(
     }
 }
 
-/// Runs a PERSISTENT RESERVE OUT whose parameter list has been fetched, and ends it.
-pub(super) fn run_pr_out(core: &mut PgCore, nexus: &ItNexus, req: &mut ScsiReq) -> ScsiAction {
+/// Runs a PERSISTENT RESERVE OUT whose parameter list has been fetched, and ends it — after
+/// the `ptpl_file` write when the change persists: the write runs off the reactor, the
+/// request waits ([`ScsiAction::Queued`]) and is resumed on this reactor for `transport`
+/// when the write is done ([`persisted`]).
+pub(super) fn run_pr_out(
+    core: &mut PgCore,
+    nexus: &ItNexus,
+    transport: usize,
+    req: &mut ScsiReq,
+) -> ScsiAction {
     let Some(c) = req.pr_out.take() else {
         req.check(Sense::internal_target_failure());
         return super::ScsiEngine::respond(core, req);
@@ -149,44 +157,67 @@ pub(super) fn run_pr_out(core: &mut PgCore, nexus: &ItNexus, req: &mut ScsiReq) 
         &s[..s.len().min(c.fetch_len as usize)]
     });
     let who = nexus.identity();
-    let r = vol.update(
+    let (r, ticket) = vol.update_deferred(
         |s| execute_pr_out(s, who, &c, params),
         |r| (r.status == PrStatus::Good).then_some(&r.effects.notices[..]),
     );
-    match r {
-        Ok(r) => {
-            crate::nvme_exec::notify_hosts(core, req.sub, nsid, &r.effects.notices);
-            // PREEMPT AND ABORT: the preempted SCSI nexuses' tasks on the LU are aborted
-            // before the command completes (the transport does it).
-            let nexuses: std::sync::Arc<[Nexus]> = r
-                .effects
-                .aborted
-                .iter()
-                .filter_map(|w| match w {
-                    Initiator::Scsi(n) => Some(*n),
-                    Initiator::Nvme(_) => None,
-                })
-                .collect();
-            if nexuses.len() < r.effects.aborted.len() {
-                tracing::info!(
-                    "PERSISTENT RESERVE OUT: PREEMPT AND ABORT preempted NVMe host(s); their \
-                     commands are not aborted from SCSI (later ones conflict)"
-                );
-            }
-            if !nexuses.is_empty() {
-                req.preempted = Some(nexuses);
-            }
-            match r.status {
-                PrStatus::Good => req.status = ScsiStatus::Good,
-                PrStatus::ReservationConflict => req.status = ScsiStatus::ReservationConflict,
-                PrStatus::CheckCondition(s) => req.check(s),
-            }
-        }
-        Err(e) => {
-            tracing::error!("reservation: writing the ptpl_file failed: {e}");
-            req.check(persist_failed());
-        }
+    crate::nvme_exec::notify_hosts(core, req.sub, nsid, &r.effects.notices);
+    // PREEMPT AND ABORT: the preempted SCSI nexuses' tasks on the LU are aborted
+    // before the command completes (the transport does it).
+    let nexuses: std::sync::Arc<[Nexus]> = r
+        .effects
+        .aborted
+        .iter()
+        .filter_map(|w| match w {
+            Initiator::Scsi(n) => Some(*n),
+            Initiator::Nvme(_) => None,
+        })
+        .collect();
+    if nexuses.len() < r.effects.aborted.len() {
+        tracing::info!(
+            "PERSISTENT RESERVE OUT: PREEMPT AND ABORT preempted NVMe host(s); their \
+             commands are not aborted from SCSI (later ones conflict)"
+        );
     }
+    if !nexuses.is_empty() {
+        req.preempted = Some(nexuses);
+    }
+    match r.status {
+        PrStatus::Good => req.status = ScsiStatus::Good,
+        PrStatus::ReservationConflict => req.status = ScsiStatus::ReservationConflict,
+        PrStatus::CheckCondition(s) => req.check(s),
+    }
+    if let Some(t) = ticket {
+        // The reply waits until the state is on disk (SPC-4 APTPL): the write, two fsyncs,
+        // runs on the ptpl_file thread; this reactor goes on serving the other queues.
+        let target = std::sync::Arc::clone(core.target());
+        let (reactor, token) = (core.index(), req.token);
+        req.persist = Some((std::sync::Arc::clone(&vol), t));
+        vol.persist_later(t, move |_| {
+            let sent = target.reactors().send_ctrl(reactor, move |ctx| {
+                crate::target::resume_transport_request(ctx, transport, token);
+            });
+            if let Err(e) = sent {
+                tracing::warn!("PERSISTENT RESERVE OUT: cannot resume the command: {e}");
+            }
+        });
+        return ScsiAction::Queued;
+    }
+    finish_pr_out(core, req)
+}
+
+/// A PERSISTENT RESERVE OUT's `ptpl_file` write is done: it ends, with HARDWARE ERROR if the
+/// state did not reach the disk (the change stays, as in SPDK).
+pub(super) fn persisted(core: &mut PgCore, req: &mut ScsiReq) -> ScsiAction {
+    if let Some((vol, t)) = req.persist.take()
+        && !vol.is_durable(t)
+    {
+        req.check(persist_failed());
+    }
+    finish_pr_out(core, req)
+}
+
+fn finish_pr_out(core: &mut PgCore, req: &mut ScsiReq) -> ScsiAction {
     req.phase = Phase::Done;
     let action = super::ScsiEngine::respond(core, req);
     if req.preempted.is_some() {

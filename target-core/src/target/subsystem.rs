@@ -16,6 +16,9 @@ use crate::nvme::CntlidAllocator;
 use crate::registry::TransportAttrs;
 use crate::scsi_exec::NexusUnitAttentions;
 
+/// Lost SCSI I_T nexuses a subsystem remembers for I_T NEXUS LOSS OCCURRED.
+pub const MAX_LOST_SCSI_NEXUSES: usize = 1024;
+
 /// The well-known NQN of the discovery subsystem.
 pub const DISCOVERY_NQN: &str = "nqn.2014-08.org.nvmexpress.discovery";
 
@@ -328,6 +331,9 @@ pub struct Subsystem {
     /// The unit attention queues of the SCSI I_T nexuses logged in (one per nexus, shared by
     /// its channels).
     scsi_nexuses: Mutex<Vec<Arc<NexusUnitAttentions>>>,
+    /// SCSI I_T nexuses lost and not back yet, oldest first (at most
+    /// [`MAX_LOST_SCSI_NEXUSES`]).
+    scsi_lost: Mutex<std::collections::VecDeque<crate::reservation::Nexus>>,
 }
 
 impl std::fmt::Debug for Subsystem {
@@ -356,6 +362,7 @@ impl Subsystem {
                 entries: BTreeMap::new(),
             }),
             scsi_nexuses: Mutex::new(Vec::new()),
+            scsi_lost: Mutex::new(std::collections::VecDeque::new()),
         }
     }
 
@@ -399,6 +406,17 @@ impl Subsystem {
     /// persistent reservations stay.
     pub fn scsi_nexus_lost(&self, nexus: crate::reservation::Nexus) {
         self.scsi_nexuses.lock().retain(|n| n.identity() != nexus);
+        {
+            // Remembered for I_T NEXUS LOSS OCCURRED when it comes back (bounded: the
+            // oldest are forgotten, and then hear POWER ON instead).
+            let mut lost = self.scsi_lost.lock();
+            if !lost.contains(&nexus) {
+                if lost.len() == MAX_LOST_SCSI_NEXUSES {
+                    lost.pop_front();
+                }
+                lost.push_back(nexus);
+            }
+        }
         for ns in self.config.read().namespaces.values() {
             ns.reservation.nexus_lost(nexus);
         }
@@ -406,7 +424,16 @@ impl Subsystem {
 
     /// A SCSI I_T nexus logged in: its unit attention queues, which
     /// [`Subsystem::scsi_unit_attention`] reaches until [`Subsystem::scsi_nexus_lost`].
+    /// A nexus whose earlier nexus was lost ([`Subsystem::scsi_nexus_lost`]) hears I_T
+    /// NEXUS LOSS OCCURRED on its first command to each LU ([`NexusUnitAttentions::returned`]).
     pub fn scsi_nexus_attach(&self, ua: Arc<NexusUnitAttentions>) {
+        {
+            let mut lost = self.scsi_lost.lock();
+            if let Some(i) = lost.iter().position(|n| *n == ua.identity()) {
+                lost.remove(i);
+                ua.returned();
+            }
+        }
         let mut g = self.scsi_nexuses.lock();
         g.retain(|n| n.identity() != ua.identity());
         g.push(ua);

@@ -19,17 +19,25 @@
 //!   once a reservation command completes, every command checked afterwards on any reactor
 //!   sees the new state.
 //! - *Persistence*: with a `ptpl_file`, the state is loaded at creation and rewritten
-//!   atomically (`ptpl_file::store`) inside `update`, before the command completes, when the
-//!   persisted contents changed. The write blocks the calling reactor (fsync); reservation
-//!   commands are rare, and moving it to a blocking thread is listed as remaining work.
+//!   atomically (`ptpl_file::store`) before the command that changed the persisted contents
+//!   completes. [`VolumeReservation::update_deferred`] changes the state and queues the new
+//!   contents under a sequence number (a *ticket*) without writing;
+//!   [`VolumeReservation::persist_later`] writes them on the `rtgt-ptpl` thread (the two
+//!   fsyncs off the reactor) and then calls back, and [`VolumeReservation::is_durable`] says
+//!   whether a ticket's contents (or newer ones) are on disk. Writes are serialized by a
+//!   writer lock that only the writing thread takes, and each writes the newest queued
+//!   contents: the file never goes back to an older state, whatever order the writes run in.
+//!   [`VolumeReservation::update`] does both on the calling thread (NVMe commands, which
+//!   still write on their reactor, and changes that never alter the file).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Sender, channel};
+use std::sync::{Arc, OnceLock};
 
 use parking_lot::Mutex;
 
-use crate::reservation::{AccessView, Initiator, Notice, Reservation, ptpl_file};
+use crate::reservation::{AccessView, Initiator, Notice, Reservation, ptpl, ptpl_file};
 
 /// At most this many undelivered notices are kept per volume; older ones are dropped (a
 /// recipient that never comes back must not grow the list forever).
@@ -41,6 +49,8 @@ struct Inner {
     /// Notices (unit attentions) for SCSI nexuses, taken by each nexus's next command to
     /// the volume.
     notices: Vec<Notice>,
+    /// The newest `ptpl_file` contents queued and their ticket (0: nothing queued yet).
+    queued: (u64, Option<Arc<str>>),
 }
 
 /// The reservation state of one volume.
@@ -50,6 +60,10 @@ pub struct VolumeReservation {
     pending_notices: AtomicU64,
     ptpl_file: Option<PathBuf>,
     bdev_uuid: uuid::Uuid,
+    /// The newest ticket whose contents are on disk.
+    durable: AtomicU64,
+    /// Held while the file is written (only off the reactors, or by [`Self::update`]).
+    writer: Mutex<()>,
 }
 
 impl std::fmt::Debug for VolumeReservation {
@@ -85,16 +99,24 @@ impl VolumeReservation {
         bdev_uuid: uuid::Uuid,
     ) -> VolumeReservation {
         let view = Arc::new(AccessView::of(&state));
+        // What the file holds now, as far as a change goes (SPDK's own file may be spelled
+        // differently: the first change rewrites it).
+        let on_disk = ptpl_file
+            .as_ref()
+            .map(|_| Arc::from(ptpl::encode(&state, &bdev_uuid)));
         VolumeReservation {
             epoch: AtomicU64::new(view.epoch()),
             inner: Mutex::new(Inner {
                 state,
                 view,
                 notices: Vec::new(),
+                queued: (0, on_disk),
             }),
             pending_notices: AtomicU64::new(0),
             ptpl_file,
             bdev_uuid,
+            durable: AtomicU64::new(0),
+            writer: Mutex::new(()),
         }
     }
 
@@ -129,6 +151,22 @@ impl VolumeReservation {
         f: impl FnOnce(&mut Reservation) -> R,
         notices: impl FnOnce(&R) -> Option<&[Notice]>,
     ) -> Result<R, std::io::Error> {
+        let (r, ticket) = self.update_deferred(f, notices);
+        if let Some(t) = ticket {
+            self.persist(t)?;
+        }
+        Ok(r)
+    }
+
+    /// [`VolumeReservation::update`] without the write: the new `ptpl_file` contents, if they
+    /// changed, are queued under the returned ticket. The command completes once
+    /// [`VolumeReservation::is_durable`] says the ticket is on disk (after
+    /// [`VolumeReservation::persist_later`] called back), and fails if it is not then.
+    pub fn update_deferred<R>(
+        &self,
+        f: impl FnOnce(&mut Reservation) -> R,
+        notices: impl FnOnce(&R) -> Option<&[Notice]>,
+    ) -> (R, Option<u64>) {
         let mut g = self.inner.lock();
         let before_epoch = g.state.epoch();
         let before_ptpl = g.state.ptpl();
@@ -151,12 +189,64 @@ impl VolumeReservation {
             self.epoch.store(g.view.epoch(), Ordering::Release);
         }
         let ptpl_changed = g.state.ptpl() != before_ptpl;
-        if let Some(path) = &self.ptpl_file
-            && (ptpl_changed || (changed && g.state.ptpl()))
-        {
-            ptpl_file::save_state(path, &g.state, &self.bdev_uuid)?;
+        let mut ticket = None;
+        if self.ptpl_file.is_some() && (ptpl_changed || (changed && g.state.ptpl())) {
+            let contents = ptpl::encode(&g.state, &self.bdev_uuid);
+            // The same contents as queued last (an SPC-2 reservation, a generation): no write,
+            // and nothing to wait for.
+            if g.queued.1.as_deref() != Some(contents.as_str()) {
+                let t = g.queued.0 + 1;
+                g.queued = (t, Some(contents.into()));
+                ticket = Some(t);
+            }
         }
-        Ok(r)
+        (r, ticket)
+    }
+
+    /// Whether the contents of `ticket` (or newer ones) are on disk.
+    #[inline]
+    pub fn is_durable(&self, ticket: u64) -> bool {
+        self.durable.load(Ordering::Acquire) >= ticket
+    }
+
+    /// Writes the newest queued contents if `ticket` is not on disk yet (blocking: two
+    /// fsyncs). Writers take turns; each writes the newest contents, so the file only moves
+    /// forward.
+    fn persist(&self, ticket: u64) -> std::io::Result<()> {
+        let Some(path) = &self.ptpl_file else {
+            return Ok(());
+        };
+        let _w = self.writer.lock();
+        if self.is_durable(ticket) {
+            return Ok(());
+        }
+        let (t, contents) = {
+            let g = self.inner.lock();
+            (g.queued.0, g.queued.1.clone())
+        };
+        let Some(contents) = contents else {
+            return Ok(());
+        };
+        ptpl_file::store(path, &contents)?;
+        self.durable.fetch_max(t, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Writes `ticket`'s contents on the `rtgt-ptpl` thread, off the reactor, then calls
+    /// `done` there with the outcome (which [`VolumeReservation::is_durable`] also tells).
+    pub fn persist_later(
+        self: &Arc<Self>,
+        ticket: u64,
+        done: impl FnOnce(std::io::Result<()>) + Send + 'static,
+    ) {
+        let vol = Arc::clone(self);
+        run_on_ptpl_thread(Box::new(move || {
+            let r = vol.persist(ticket);
+            if let Err(e) = &r {
+                tracing::error!("reservation: writing the ptpl_file failed: {e}");
+            }
+            done(r);
+        }));
     }
 
     /// Whether notices wait for some nexus (one atomic load; the data path asks per
@@ -187,6 +277,33 @@ impl VolumeReservation {
         // Cannot fail: a lost nexus changes nothing that persists.
         let _ = self.update(|s| s.nexus_lost(nexus), |_| None);
         self.take_notices(who, |_| {});
+    }
+}
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Runs `job` on the `rtgt-ptpl` thread (started on first use): one thread, so the writes
+/// of every volume queue behind each other, never on a reactor.
+fn run_on_ptpl_thread(job: Job) {
+    static TX: OnceLock<Mutex<Sender<Job>>> = OnceLock::new();
+    let tx = TX.get_or_init(|| {
+        let (tx, rx) = channel::<Job>();
+        let spawned = std::thread::Builder::new()
+            .name("rtgt-ptpl".into())
+            .spawn(move || {
+                while let Ok(job) = rx.recv() {
+                    job();
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::error!("cannot start the ptpl_file writer thread: {e}");
+        }
+        Mutex::new(tx)
+    });
+    if let Err(e) = tx.lock().send(job) {
+        // No thread: write here rather than leave the command waiting forever.
+        tracing::error!("the ptpl_file writer thread is gone; writing on the reactor");
+        (e.0)();
     }
 }
 
@@ -287,8 +404,68 @@ mod tests {
                 Some(ResvType::ExclusiveAccess)
             );
         });
+        // A change that leaves the file's contents as they are writes nothing.
+        let (_, ticket) = v.update_deferred(|s| s.lu_reset(), |_| None);
+        assert_eq!(ticket, None);
         // Another bdev's file is refused.
         assert!(VolumeReservation::load(Some(&path), uuid::Uuid::from_bytes([4; 16])).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn deferred_writes_never_take_the_file_back_to_an_older_state() {
+        let dir = std::env::temp_dir().join(format!("rtgt-volresv-order-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ns1.json");
+        let uuid = uuid::Uuid::from_bytes([5; 16]);
+        let v = Arc::new(VolumeReservation::load(Some(&path), uuid).unwrap());
+        let (a, b) = (nexus(1), nexus(2));
+        let reg = |w, k, ptpl| {
+            move |s: &mut Reservation| {
+                s.register(w, RegisterAction::Register { new_key: k }, ptpl)
+                    .unwrap();
+            }
+        };
+        let (_, t1) = v.update_deferred(reg(a, 9, PtplChange::Set(true)), |_| None);
+        let (_, t2) = v.update_deferred(reg(b, 10, PtplChange::Keep), |_| None);
+        let (t1, t2) = (t1.unwrap(), t2.unwrap());
+        assert!(t2 > t1);
+        assert!(!v.is_durable(t1), "nothing written yet");
+        assert!(!path.exists());
+        // The second command's write runs first: it writes the newest state, which covers
+        // the first command's too; the first's write then has nothing to do.
+        v.persist(t2).unwrap();
+        assert!(v.is_durable(t1) && v.is_durable(t2));
+        let both = std::fs::read_to_string(&path).unwrap();
+        v.persist(t1).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            both,
+            "not rewritten"
+        );
+        let again = VolumeReservation::load(Some(&path), uuid).unwrap();
+        again.read(|s| {
+            assert_eq!(s.key_of(a), Some(9));
+            assert_eq!(s.key_of(b), Some(10));
+        });
+
+        // Off the caller's thread, on the ptpl_file thread, then the callback.
+        let (_, t3) = v.update_deferred(reg(nexus(3), 11, PtplChange::Keep), |_| None);
+        let t3 = t3.unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        v.persist_later(t3, move |r| {
+            let name = std::thread::current().name().map(str::to_owned);
+            let _ = tx.send((r.is_ok(), name));
+        });
+        let (ok, name) = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+        assert!(ok);
+        assert_eq!(name.as_deref(), Some("rtgt-ptpl"));
+        assert!(v.is_durable(t3));
+        assert!(
+            std::fs::read_to_string(&path)
+                .unwrap()
+                .contains("\"rkey\":11")
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -418,6 +418,19 @@ impl SrpInitiator {
         layout: Layout,
         force: bool,
     ) -> Result<u64, FabricError> {
+        self.command_attr(lun, cdb, data, layout, force, TaskAttr::Simple)
+    }
+
+    /// [`SrpInitiator::command`] with a task attribute.
+    pub fn command_attr(
+        &mut self,
+        lun: u16,
+        cdb: &[u8],
+        data: &Data,
+        layout: Layout,
+        force: bool,
+        task_attr: TaskAttr,
+    ) -> Result<u64, FabricError> {
         if self.addressed.insert(lun) && self.absorb_power_on {
             let tag = self.command(lun, &[0; 6], &Data::None, Layout::Direct, false)?;
             let r = self.wait(tag)?;
@@ -489,7 +502,7 @@ impl SrpInitiator {
             sol_not: 0,
             tag: Tag(tag.to_le_bytes()),
             lun: target_core::scsi::lun::encode(lun),
-            task_attr: TaskAttr::Simple,
+            task_attr,
             cdb: &c,
             data_out,
             data_in,

@@ -36,6 +36,7 @@ use slab::Slab;
 use target_core::bdev::BdevIo;
 use target_core::reactor::Step;
 use target_core::registry::TransportPollGroup;
+use target_core::scsi::task_order::TaskOrder;
 use target_core::scsi::ua::UnitAttention;
 use target_core::scsi_exec::{LuLimits, ScsiEngine};
 use target_core::target::PgCore;
@@ -173,6 +174,11 @@ pub struct SrpPg {
     scsi: ScsiEngine,
     buf_wait: VecDeque<u64>,
     bdev_retry: VecDeque<u64>,
+    /// The task set of each logical unit (subsystem, LUN) this poll group's channels address,
+    /// made on first use: task attributes order tasks arriving on this poll group.
+    task_sets: HashMap<(u32, u16), TaskOrder<u64>>,
+    /// Dormant tasks their task set enabled, to start at the next poll.
+    task_ready: VecDeque<u64>,
     waiters: Slab<Waiter>,
     aborts: HashMap<u64, u32>,
     abort_seq: u64,
@@ -216,6 +222,8 @@ impl SrpPg {
             by_qpn: QpnMap::default(),
             buf_wait: VecDeque::with_capacity(1024),
             bdev_retry: VecDeque::with_capacity(256),
+            task_sets: HashMap::new(),
+            task_ready: VecDeque::with_capacity(256),
             waiters: Slab::new(),
             aborts: HashMap::new(),
             abort_seq: 0,
@@ -438,6 +446,9 @@ impl TransportPollGroup for SrpPg {
         if !self.bdev_retry.is_empty() {
             n += self.retry_bdev(core);
         }
+        if !self.task_ready.is_empty() {
+            n += self.wake_dormant(core);
+        }
         if self.closing > 0 {
             self.check_deadlines(core);
         }
@@ -454,7 +465,7 @@ impl TransportPollGroup for SrpPg {
                 Err(e) => tracing::error!("SRP: arming a completion queue failed: {e}"),
             }
         }
-        pending || !self.bdev_retry.is_empty() || self.closing > 0
+        pending || !self.bdev_retry.is_empty() || !self.task_ready.is_empty() || self.closing > 0
     }
 
     fn resume_request(&mut self, core: &mut PgCore, token: u64) {

@@ -23,7 +23,8 @@ use iobuf::IoBuf;
 use target_core::bdev::{BdevIo, IoStatus};
 use target_core::reactor::Step;
 use target_core::reservation::InitiatorPort;
-use target_core::scsi::{self, PROTOCOL_ID_SRP, ScsiIo, Sense, TargetPort};
+use target_core::scsi::task_order::TaskAttribute;
+use target_core::scsi::{self, PROTOCOL_ID_SRP, ScsiIo, Sense, SenseKey, TargetPort};
 use target_core::scsi_exec::{ItNexus, ScsiAction, ScsiCommand, ScsiEngine, ScsiReq};
 use target_core::target::{ListenAddr, PgCore, Subsystem, scsi_port, with_transport_pg};
 
@@ -34,7 +35,9 @@ use rdma_plumbing::transfer::RdmaOp;
 use super::{RecvRef, SrpPg, Waiter, kind, pack, token, untoken};
 use crate::channel::Event;
 use crate::nexus::NexusKey;
-use crate::proto::{DataDesc, DirectDesc, Residual, SrpCmd, SrpRsp, Tag, TmResponse, TskMgmt};
+use crate::proto::{
+    DataDesc, DirectDesc, Residual, SrpCmd, SrpRsp, Tag, TaskAttr, TmResponse, TskMgmt,
+};
 use crate::task_management::{self as tm, AbortScope, TmPlan};
 
 /// Where a request is.
@@ -62,6 +65,10 @@ pub(super) enum Stage {
     Sending,
     /// Task management waiting for aborted tasks to be gone.
     TmWait,
+    /// Dormant in its logical unit's task set (an older ORDERED or HEAD OF QUEUE task has
+    /// not ended, or it is ORDERED and older tasks have not): started when the task set
+    /// enables it (`SrpPg::wake_dormant`).
+    Dormant,
 }
 
 /// One request slot.
@@ -98,6 +105,9 @@ pub(super) struct Req {
     buf_woken: bool,
     need_units: usize,
     waiters: ArrayVec<u32, 4>,
+    /// Its attribute in its logical unit's task set, while it is in one (dormant, or enabled
+    /// and counted until it ends).
+    order: Option<TaskAttribute>,
 }
 
 impl Req {
@@ -128,6 +138,7 @@ impl Req {
             buf_woken: false,
             need_units: 0,
             waiters: ArrayVec::new(),
+            order: None,
         }
     }
 
@@ -158,6 +169,7 @@ impl Req {
         self.buf_woken = false;
         self.need_units = 0;
         self.waiters.clear();
+        self.order = None;
     }
 }
 
@@ -313,6 +325,26 @@ impl SrpPg {
                 if cmd.direction() == crate::proto::Direction::Bidirectional {
                     ScsiEngine::fail(core, &mut req.exec, Sense::invalid_field_in_command_iu());
                     req.stage = Stage::Respond;
+                } else if cmd.task_attr == TaskAttr::Aca {
+                    // No auto contingent allegiance (NACA = 0): refused as LIO refuses it,
+                    // before it joins the task set.
+                    let sense = Sense::new(SenseKey::IllegalRequest, 0x24, 0x00);
+                    ScsiEngine::fail(core, &mut req.exec, sense);
+                    req.stage = Stage::Respond;
+                } else if let Some(lun) = req.lun
+                    && self.scsi.lu_exists(core, sub, lun)
+                {
+                    let attr = match cmd.task_attr {
+                        TaskAttr::HeadOfQueue => TaskAttribute::HeadOfQueue,
+                        TaskAttr::Ordered => TaskAttribute::Ordered,
+                        _ => TaskAttribute::Simple,
+                    };
+                    req.order = Some(attr);
+                    let set = self.task_sets.entry((sub, lun)).or_default();
+                    if !set.arrive(scsi_cmd.token, attr) {
+                        req.stage = Stage::Dormant;
+                        return;
+                    }
                 }
             }
         }
@@ -1036,6 +1068,9 @@ impl SrpPg {
         if r.stage == Stage::Free {
             return;
         }
+        self.leave_task_set(key, slot);
+        let c = &mut self.chans[key as usize];
+        let r = &mut c.reqs[slot as usize];
         debug_assert!(r.stage != Stage::Bdev && r.sq_wrs == 0);
         if r.aborted && !responded {
             c.stats.aborted += 1;
@@ -1070,6 +1105,52 @@ impl SrpPg {
         }
         self.slot_freed(core, key);
         self.run(core, key, out);
+    }
+
+    // ----- task attributes -----
+
+    /// The request leaves its logical unit's task set (it ended, or was aborted while
+    /// dormant); the tasks this lets into the enabled state start at the next poll.
+    fn leave_task_set(&mut self, key: u16, slot: u16) {
+        let Some(c) = self.chans.get_mut(key as usize) else {
+            return;
+        };
+        let sub = c.sub_id;
+        let r = &mut c.reqs[slot as usize];
+        let (Some(attr), Some(lun)) = (r.order.take(), r.lun) else {
+            return;
+        };
+        let Some(set) = self.task_sets.get_mut(&(sub, lun)) else {
+            return;
+        };
+        if r.stage == Stage::Dormant {
+            set.remove(token(key, slot, r.serial));
+        } else {
+            set.ended(attr);
+        }
+        while let Some(t) = set.next_enabled() {
+            self.task_ready.push_back(t);
+        }
+    }
+
+    /// Starts the dormant tasks their task sets enabled, in order.
+    pub(super) fn wake_dormant(&mut self, core: &mut PgCore) -> usize {
+        let mut n = 0;
+        while let Some(t) = self.task_ready.pop_front() {
+            let (key, slot, serial) = untoken(t);
+            let Some(r) = self
+                .chans
+                .get_mut(key as usize)
+                .and_then(|c| c.reqs.get_mut(slot as usize))
+                .filter(|r| r.serial == serial && r.stage == Stage::Dormant)
+            else {
+                continue;
+            };
+            r.stage = Stage::Core;
+            self.drive(core, key, slot);
+            n += 1;
+        }
+        n
     }
 
     // ----- task management and aborts -----
@@ -1329,6 +1410,26 @@ impl SrpPg {
         r.answer_aborted = answer && (!r.aborted || r.answer_aborted);
         r.aborted = true;
         let answer = r.answer_aborted;
+        if r.stage == Stage::Dormant {
+            // It never ran: out of the task set (the tasks behind it may go), then ended
+            // as a request that has not started its work.
+            self.leave_task_set(key, slot);
+            let Some(r) = self
+                .chans
+                .get_mut(key as usize)
+                .and_then(|c| c.reqs.get_mut(slot as usize))
+            else {
+                return false;
+            };
+            r.stage = Stage::Core;
+        }
+        let Some(r) = self
+            .chans
+            .get_mut(key as usize)
+            .and_then(|c| c.reqs.get_mut(slot as usize))
+        else {
+            return false;
+        };
         match r.stage {
             Stage::Free => false,
             Stage::Reading | Stage::Writing | Stage::Bdev | Stage::Sending => {
@@ -1358,7 +1459,7 @@ impl SrpPg {
                 self.finish(core, key, slot, false);
                 false
             }
-            Stage::TmWait => {
+            Stage::TmWait | Stage::Dormant => {
                 self.finish(core, key, slot, false);
                 false
             }
