@@ -6,7 +6,8 @@
 use std::time::Duration;
 
 use rtgt_tests::nvme_cmds::NvmeQueue;
-use rtgt_tests::nvme_host::{NvmfEnv, read_sqe, rw_sqe, write_sqe};
+use rtgt_tests::nvme_host::{ConnectOpts, HostCtrl, NvmfEnv, read_sqe, rw_sqe, write_sqe};
+use rtgt_tests::srp_initiator::{BS as SRP_BS, Data, Layout, SrpFixture, SrpInitiator, rw10};
 use rtgt_tests::tcp_host::{TcpConnectOpts, TcpEnv};
 use serde_json::json;
 use target_core::nvme::spec::io_opc;
@@ -228,14 +229,130 @@ fn fused_compare_and_write_is_atomic_against_a_write_from_another_reactor() {
     assert_eq!(block(&mut a, 5), vec![0x66; BS]);
 }
 
+/// Waits until `n` I/Os are held at the bdev; on a timeout the gate opens (so the target
+/// can stop) and the test fails.
 fn wait_held(gate: &rtgt_tests::gate::Gate, n: usize) {
     let until = std::time::Instant::now() + Duration::from_secs(10);
     while gate.held() < n {
-        assert!(
-            std::time::Instant::now() < until,
-            "{n} I/O held at the bdev (held {})",
-            gate.held()
-        );
+        if std::time::Instant::now() > until {
+            let held = gate.held();
+            gate.open();
+            panic!("{n} I/Os held at the bdev: only {held}");
+        }
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Sends SCSI COMPARE AND WRITE of one block at `lba` (`verify`, then `write`).
+fn srp_caw(i: &mut SrpInitiator, lba: u64, verify: u8, write: u8) -> u64 {
+    let mut c = [0u8; 16];
+    c[0] = 0x89;
+    c[2..10].copy_from_slice(&lba.to_be_bytes());
+    c[13] = 1;
+    i.mem()[..BS].fill(verify);
+    i.mem()[BS..2 * BS].fill(write);
+    let out = Data::Out(vec![(0, 2 * SRP_BS)]);
+    i.command(0, &c, &out, Layout::Direct, false)
+        .expect("COMPARE AND WRITE")
+}
+
+/// Sends SCSI WRITE(10) of one block of `v` at `lba`.
+fn srp_write(i: &mut SrpInitiator, lba: u32, v: u8) -> u64 {
+    let off = 64 << 10;
+    i.mem()[off..off + BS].fill(v);
+    let out = Data::Out(vec![(off, SRP_BS)]);
+    i.command(0, &rw10(0x2a, lba, 1), &out, Layout::Direct, false)
+        .expect("WRITE")
+}
+
+#[test]
+fn fused_compare_and_write_and_srp_share_the_range_lock() {
+    let t = rtgt_tests::TestTarget::start(2);
+    t.transport("RDMA", json!({}));
+    let fx = SrpFixture::on(t, json!({}), 0, 64);
+    let (nsid, gate) = fx.gated("SharedGate", 64);
+    assert_eq!(nsid, 1);
+    fx.t.listen(&fx.nqn, "RDMA", 4420);
+    let to = format!("{}:4420", rtgt_tests::TARGET_IP)
+        .parse()
+        .expect("addr");
+    let mut o = ConnectOpts::new(&fx.nqn, rtgt_tests::nvme_host::HOSTNQN);
+    o.src = Some(rtgt_tests::HOST_IP.parse().expect("ip"));
+    o.io_queues = 1;
+    let mut n = HostCtrl::connect(&fx.t.fabric, to, o).expect("connect");
+    let q = &mut n.io[0];
+    let mut s = fx.login(0x5254_0012_3456_00C3);
+
+    // 1. The SRP COMPARE AND WRITE holds block 5 (its read is held at the bdev): the NVMe
+    //    pair waits for the lock, and its compare then sees the SRP write's data.
+    gate.close();
+    let c = srp_caw(&mut s, 5, 0, 0x11);
+    wait_held(&gate, 1);
+    let (cc, cw) = send_pair(q, 5, 0x11, 0x22);
+    q.assert_none_complete_for(&[cc, cw], Duration::from_millis(200));
+    let held = gate.held();
+    gate.open();
+    assert_eq!(held, 1, "the NVMe compare waits for the SCSI lock");
+    let r = s.wait(c).expect("caw");
+    assert_eq!(r.status, 0, "{:?}", r.sense_key());
+    assert_eq!(status(q, cc), Status::SUCCESS);
+    assert_eq!(status(q, cw), Status::SUCCESS);
+    assert_eq!(block(q, 5), vec![0x22; BS]);
+
+    // 2. The NVMe pair holds block 6 (its compare is held at the bdev): the SRP write to
+    //    block 6 waits in the target and lands after the pair's write.
+    gate.close();
+    let (cc, cw) = send_pair(q, 6, 0, 0x33);
+    wait_held(&gate, 1);
+    let w = srp_write(&mut s, 6, 0x44);
+    std::thread::sleep(Duration::from_millis(200));
+    let held = gate.held();
+    gate.open();
+    assert_eq!(held, 1, "the SRP write waits for the NVMe pair's lock");
+    assert_eq!(status(q, cc), Status::SUCCESS);
+    assert_eq!(status(q, cw), Status::SUCCESS);
+    assert_eq!(s.wait(w).expect("write").status, 0);
+    assert_eq!(
+        block(q, 6),
+        vec![0x44; BS],
+        "the SRP write, which waited, is last"
+    );
+}
+
+#[test]
+fn a_queue_torn_down_mid_pair_releases_the_lock() {
+    let e = NvmfEnv::new(2, json!({}));
+    e.t.subsystem(NQN, true);
+    let gate = e.t.gated("TeardownGate", 64, BS as u32);
+    e.t.add_ns(NQN, "TeardownGate");
+    e.t.listen(NQN, "RDMA", 4420);
+    let mut other = e.connect(e.opts(NQN)).expect("connect");
+
+    // A first half waits for its second; its queue goes away.
+    let mut c = e.connect(e.opts(NQN)).expect("connect");
+    let cc = c.io[0]
+        .submit_cmd(fused(compare_sqe(5), 1), Some(&[0; BS]), 0)
+        .expect("compare");
+    c.io[0].assert_none_complete_for(&[cc], Duration::from_millis(200));
+    c.io[0].disconnect();
+    drop(c);
+    put(&mut other.io[0], 5, 0x55);
+
+    // The pair holds block 6 (its compare is held at the bdev) when its queue goes away:
+    // the lock is released, another queue's write to block 6 reaches the bdev.
+    let mut c = e.connect(e.opts(NQN)).expect("connect");
+    gate.close();
+    send_pair(&mut c.io[0], 6, 0, 0x66);
+    wait_held(&gate, 1);
+    c.io[0].disconnect();
+    let w = other.io[0]
+        .submit_cmd(write_sqe(1, 6, 1), Some(&[0x77; BS]), 0)
+        .expect("write");
+    wait_held(&gate, 2);
+    gate.open();
+    assert_eq!(status(&mut other.io[0], w), Status::SUCCESS);
+    drop(c);
+    assert_eq!(block(&mut other.io[0], 6), vec![0x77; BS]);
+    other.shutdown().expect("shutdown");
+    e.assert_quiescent(Duration::from_secs(10));
 }

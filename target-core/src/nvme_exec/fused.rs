@@ -480,3 +480,119 @@ pub(super) fn drop_lock(core: &mut PgCore, req: &mut NvmeReq) {
         lock.cancel(core.target(), owner);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmd(q: &mut Queue, token: u64, opc: u8, fuse: u8) -> (NvmeReq, Result<(), Status>) {
+        let mut s = Sqe::new(opc, token as u16);
+        s.set_nsid(1).set_flags(fuse);
+        let mut req = NvmeReq::new(token);
+        req.reset(token, s);
+        let r = arrived(q, &mut req);
+        (req, r)
+    }
+
+    fn state(q: &mut Queue, first: u64) -> Option<PairState> {
+        q.fused.get(first).map(|p| p.state)
+    }
+
+    #[test]
+    fn halves_pair_in_arrival_order() {
+        let mut q = Queue::detached(1);
+        let (c, r) = cmd(&mut q, 1, io_opc::COMPARE, FUSE_FIRST);
+        assert_eq!((c.fused, r), (FusedRole::First, Ok(())));
+        assert_eq!(state(&mut q, 1), Some(PairState::AwaitSecond));
+        let (w, r) = cmd(&mut q, 2, io_opc::WRITE, FUSE_SECOND);
+        assert_eq!((w.fused, r), (FusedRole::Second { first: 1 }, Ok(())));
+        assert_eq!(state(&mut q, 1), Some(PairState::Paired));
+        // A plain command after a complete pair changes nothing.
+        let (p, r) = cmd(&mut q, 3, io_opc::READ, 0);
+        assert_eq!((p.fused, r), (FusedRole::None, Ok(())));
+        assert_eq!(state(&mut q, 1), Some(PairState::Paired));
+    }
+
+    #[test]
+    fn lone_and_malformed_halves() {
+        let mut q = Queue::detached(1);
+        // A first half followed by a plain command is lone.
+        assert_eq!(cmd(&mut q, 1, io_opc::COMPARE, FUSE_FIRST).1, Ok(()));
+        let (_, r) = cmd(&mut q, 2, io_opc::READ, 0);
+        assert_eq!(r, Ok(()));
+        assert_eq!(
+            state(&mut q, 1),
+            Some(PairState::Lone(Status::ABORTED_MISSING_FUSED))
+        );
+        // A second half with no first half before it.
+        let (_, r) = cmd(&mut q, 3, io_opc::WRITE, FUSE_SECOND);
+        assert_eq!(r, Err(Status::ABORTED_MISSING_FUSED));
+        // A first half followed by a refused command is lone too.
+        assert_eq!(cmd(&mut q, 4, io_opc::COMPARE, FUSE_FIRST).1, Ok(()));
+        not_arrived(&mut q);
+        assert_eq!(
+            state(&mut q, 4),
+            Some(PairState::Lone(Status::ABORTED_MISSING_FUSED))
+        );
+        // Wrong opcodes (as SPDK), FUSE 11b.
+        assert_eq!(
+            cmd(&mut q, 5, io_opc::WRITE, FUSE_FIRST).1,
+            Err(Status::INVALID_OPCODE)
+        );
+        assert_eq!(cmd(&mut q, 6, io_opc::COMPARE, FUSE_FIRST).1, Ok(()));
+        assert_eq!(
+            cmd(&mut q, 7, io_opc::READ, FUSE_SECOND).1,
+            Err(Status::INVALID_OPCODE)
+        );
+        assert_eq!(
+            state(&mut q, 6),
+            Some(PairState::Lone(Status::ABORTED_MISSING_FUSED))
+        );
+        assert_eq!(
+            cmd(&mut q, 8, io_opc::COMPARE, 3).1,
+            Err(Status::INVALID_FIELD)
+        );
+    }
+
+    #[test]
+    fn a_full_table_refuses_both_halves_retryably() {
+        let mut q = Queue::detached(1);
+        for i in 0..MAX_PAIRS as u64 {
+            assert_eq!(
+                cmd(&mut q, 10 + 2 * i, io_opc::COMPARE, FUSE_FIRST).1,
+                Ok(())
+            );
+            assert_eq!(
+                cmd(&mut q, 11 + 2 * i, io_opc::WRITE, FUSE_SECOND).1,
+                Ok(())
+            );
+        }
+        let (_, r) = cmd(&mut q, 100, io_opc::COMPARE, FUSE_FIRST);
+        assert_eq!(r, Err(Status::COMMAND_INTERRUPTED));
+        assert!(!Status::COMMAND_INTERRUPTED.is_dnr());
+        let (_, r) = cmd(&mut q, 101, io_opc::WRITE, FUSE_SECOND);
+        assert_eq!(r, Err(Status::COMMAND_INTERRUPTED));
+        // Once a pair is gone there is room again.
+        q.fused.remove(10);
+        let (_, r) = cmd(&mut q, 102, io_opc::COMPARE, FUSE_FIRST);
+        assert_eq!(r, Ok(()));
+    }
+
+    #[test]
+    fn only_the_pair_s_own_blocks_match() {
+        let mut a = Sqe::new(io_opc::COMPARE, 1);
+        a.set_nsid(1).set_cdw(10, 5).set_cdw(12, 1 << 30);
+        let mut b = Sqe::new(io_opc::WRITE, 2);
+        b.set_nsid(1).set_cdw(10, 5);
+        assert!(
+            same_blocks(&a, &b),
+            "FUA and other CDW12 bits do not matter"
+        );
+        b.set_cdw(12, 1);
+        assert!(!same_blocks(&a, &b), "NLB differs");
+        b.set_cdw(12, 0).set_cdw(11, 1);
+        assert!(!same_blocks(&a, &b), "SLBA differs");
+        b.set_cdw(11, 0).set_nsid(2);
+        assert!(!same_blocks(&a, &b), "NSID differs");
+    }
+}
