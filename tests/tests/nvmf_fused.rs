@@ -146,7 +146,42 @@ fn fused_compare_and_write_over_tcp() {
     let mut c = e.connect(&o).expect("connect");
     let id = c.identify(1, 0).expect("identify");
     assert_eq!(u16::from_le_bytes([id[522], id[523]]) & 1, 1);
-    statuses(&mut c.io[0]);
+    let q = &mut c.io[0];
+    statuses(q);
+    // Halves whose data comes after an R2T (beyond the 4 KiB in-capsule size) are refused:
+    // they reach the exec layer when their data is in, not in arrival order.
+    let big = 16;
+    let c1 = q
+        .submit_cmd(
+            fused(rw_sqe(io_opc::COMPARE, 1, 8, big), 1),
+            Some(&[0; 16 * BS]),
+            0,
+        )
+        .expect("compare");
+    let w1 = q
+        .submit_cmd(fused(write_sqe(1, 8, big), 2), Some(&[0x99; 16 * BS]), 0)
+        .expect("write");
+    assert_eq!(status(q, c1), Status::INVALID_FIELD);
+    assert_eq!(status(q, w1), Status::INVALID_FIELD);
+    assert_eq!(block(q, 8), vec![0; BS]);
+    // For the same reason such a command does not break a pair: a large write sent before
+    // a pair's Compare reaches the exec layer after it (it completes before the Write is
+    // even sent), and the pair still runs.
+    let w = q
+        .submit_cmd(write_sqe(1, 30, big), Some(&[0x12; 16 * BS]), 0)
+        .expect("big write");
+    let cc = q
+        .submit_cmd(fused(compare_sqe(5), 1), Some(&[0x77; BS]), 0)
+        .expect("compare");
+    assert_eq!(status(q, w), Status::SUCCESS);
+    let cw = q
+        .submit_cmd(fused(write_sqe(1, 5, 1), 2), Some(&[0x88; BS]), 0)
+        .expect("write");
+    assert_eq!(
+        (status(q, cc), status(q, cw)),
+        (Status::SUCCESS, Status::SUCCESS)
+    );
+    assert_eq!(block(q, 5), vec![0x88; BS]);
 }
 
 #[test]

@@ -4,8 +4,13 @@
 //! any queue, poll group or protocol: it runs under the volume's compare-and-write range
 //! lock ([`crate::target::CawLock`], the one SCSI COMPARE AND WRITE takes).
 //!
-//! Pairing is decided when a command reaches [`super::begin`] (the order the transport
-//! hands commands in: arrival order on RDMA), in a small per-queue table ([`FusedTable`]):
+//! Pairing is decided when a command reaches [`super::begin`], in a small per-queue table
+//! ([`FusedTable`]). That is arrival order on RDMA (a receive meets a request in order) and,
+//! on TCP, for commands without data or with in-capsule data (the connection reads its next
+//! PDU only once such a command is handed over). A TCP command whose data comes after an R2T
+//! reaches `begin` only when the data is in, so it is left out of the pairing: it does not
+//! break a pair, and as a fused half it is refused with Invalid Field (a fused pair on TCP
+//! must fit the in-capsule data size, 4 KiB by default).
 //!
 //! - a Compare with FUSE 01b opens a pair and waits (its request answers
 //!   [`NvmeAction::Queued`]);
@@ -37,8 +42,9 @@ use super::request::{NvmeAction, NvmeCtx, NvmeReq, admit, complete, release};
 use super::resv_cmd;
 use crate::bdev::BdevOp;
 use crate::compare_write::LbaRange;
+use crate::nvme::sgl::DataSgl;
 use crate::nvme::spec::io_opc;
-use crate::nvme::{IoCmd, Sqe, Status, ana, io};
+use crate::nvme::{Direction, IoCmd, Sqe, Status, ana, io};
 use crate::target::{Admission, AdmitKind, CawRequest, PgCore, owner_of};
 
 /// FUSE 01b: first command of a fused operation.
@@ -155,6 +161,18 @@ pub(super) fn arrived(q: &mut Queue, req: &mut NvmeReq) -> Result<(), Status> {
     req.fused = FusedRole::None;
     req.second_step = SecondStep::Start;
     let fuse = req.sqe.fuse();
+    if matches!(req.sgl, DataSgl::Transport { .. })
+        && req.sqe.direction() == Direction::HostToController
+    {
+        // NVMe/TCP data sent after an R2T: such a command reaches `begin` once its data is
+        // in, possibly after commands that arrived later, so its place says nothing about
+        // adjacency. It neither breaks a pair nor may be a half of one.
+        return if fuse == 0 {
+            Ok(())
+        } else {
+            Err(Status::INVALID_FIELD)
+        };
+    }
     let refused = std::mem::take(&mut q.fused.refused);
     if let Some(first) = q.fused.open.take() {
         if fuse == FUSE_SECOND {
