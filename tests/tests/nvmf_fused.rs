@@ -391,3 +391,46 @@ fn a_queue_torn_down_mid_pair_releases_the_lock() {
     other.shutdown().expect("shutdown");
     e.assert_quiescent(Duration::from_secs(10));
 }
+
+/// A subsystem pause that starts while the pair's Write waits for the lock completes once
+/// the pair has run: the Compare runs under the Write's admission (its own admission would
+/// queue behind the pause, which waits for the Write, which waits for the Compare).
+#[test]
+fn a_pause_during_a_pair_waits_for_it_without_deadlock() {
+    let e = NvmfEnv::new(2, json!({}));
+    e.t.subsystem(NQN, true);
+    let gate = e.t.gated("PauseGate", 64, BS as u32);
+    e.t.add_ns(NQN, "PauseGate");
+    e.t.listen(NQN, "RDMA", 4420);
+    let mut o = e.opts(NQN);
+    o.io_queues = 2;
+    let mut c = e.connect(o).expect("connect");
+    let (mut a, mut b) = {
+        let mut it = c.io.drain(..);
+        (it.next().expect("q1"), it.next().expect("q2"))
+    };
+    // B's write is held at the bdev: A's Write takes the lock only once it completes.
+    gate.close();
+    let w = b
+        .submit_cmd(write_sqe(1, 5, 1), Some(&[0xAA; BS]), 0)
+        .expect("write");
+    wait_held(&gate, 1);
+    let (cc, cw) = send_pair(&mut a, 5, 0xAA, 0xBB);
+    a.assert_none_complete_for(&[cc, cw], Duration::from_millis(100));
+    let target = std::sync::Arc::clone(&e.t.target);
+    let pause = e.t.rt.spawn(async move { target.pause(NQN, None).await });
+    std::thread::sleep(Duration::from_millis(100));
+    gate.open();
+    let paused =
+        e.t.rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(10), pause).await });
+    assert!(
+        matches!(paused, Ok(Ok(Ok(())))),
+        "the pause completes: {paused:?}"
+    );
+    assert_eq!(status(&mut b, w), Status::SUCCESS);
+    assert_eq!(status(&mut a, cc), Status::SUCCESS);
+    assert_eq!(status(&mut a, cw), Status::SUCCESS);
+    e.t.rt.block_on(e.t.target.resume(NQN)).expect("resume");
+    assert_eq!(block(&mut a, 5), vec![0xBB; BS]);
+}

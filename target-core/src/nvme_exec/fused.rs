@@ -277,18 +277,10 @@ fn first(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) -> NvmeAction {
                 Ok(_) => return compared(cx, q, req, Status::INVALID_OPCODE),
                 Err(s) => return compared(cx, q, req, s),
             };
-            if !req.is_admitted() {
-                match admit(cx, req, sub, AdmitKind::Io(nsid)) {
-                    Admission::Go => {}
-                    Admission::Queued => return NvmeAction::Queued,
-                    Admission::InvalidNamespace => {
-                        return compared(cx, q, req, Status::INVALID_NAMESPACE);
-                    }
-                    Admission::Inactive => {
-                        return compared(cx, q, req, Status::ABORTED_SQ_DELETION);
-                    }
-                }
-            }
+            // No admission of its own: the Write was admitted before it took the lock and
+            // completes after this compare, so a pause of the namespace waits for both (an
+            // admission of the Compare could queue behind that pause, which would wait for
+            // the Write, which waits for the Compare).
             req.nsid = nsid;
             req.followup = Followup::FusedCompare;
             submit(cx, q, req, op)
