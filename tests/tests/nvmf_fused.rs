@@ -99,7 +99,7 @@ fn statuses(q: &mut impl NvmeQueue) {
     assert_eq!(status(q, c), Status::INVALID_FIELD);
     assert_eq!(status(q, w), Status::INVALID_FIELD);
     assert_eq!(block(q, 6), vec![0; BS]);
-    // FUSE 11b is reserved; a first half that is not a Compare is Invalid Opcode.
+    // FUSE 11b is reserved; a first half that is not a Compare is Invalid Field.
     let s = q
         .exec(fused(write_sqe(1, 5, 1), 3), Some(&[0x66; BS]), 0)
         .expect("fuse 11b")
@@ -111,7 +111,7 @@ fn statuses(q: &mut impl NvmeQueue) {
         .expect("fused write first")
         .cqe
         .status;
-    assert_eq!(s, Status::INVALID_OPCODE);
+    assert_eq!(s, Status::INVALID_FIELD);
     // The pair still works after all that (the queue's table is clean).
     assert_eq!(pair(q, 5, 0x22, 0x77), (OK, OK));
     assert_eq!(block(q, 5), vec![0x77; BS]);

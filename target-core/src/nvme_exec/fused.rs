@@ -17,8 +17,9 @@
 //! - the next command is its Write with FUSE 10b: the pair is complete; anything else
 //!   leaves the Compare lone: it completes with Command Aborted due to Missing Fused
 //!   Command. A FUSE 10b command that follows no first half gets the same status; FUSE 11b
-//!   is Invalid Field; a first half that is not a Compare, or a second half that is not a
-//!   Write, is Invalid Opcode (as SPDK).
+//!   is Invalid Field, and so is a first half that is not a Compare or a second half that
+//!   is not a Write (FUSES advertises only Compare + Write; nvmet answers Invalid Field to
+//!   any FUSE, SPDK Invalid Opcode to these).
 //!
 //! Then the Write drives: it checks that both halves name the same namespace, SLBA and NLB
 //! (else both complete with Invalid Field), the Write's reservation check (the pair is a
@@ -178,7 +179,7 @@ pub(super) fn arrived(q: &mut Queue, req: &mut NvmeReq) -> Result<(), Status> {
         if fuse == FUSE_SECOND {
             if req.sqe.opcode() != io_opc::WRITE {
                 set_state(q, first, PairState::Lone(Status::ABORTED_MISSING_FUSED));
-                return Err(Status::INVALID_OPCODE);
+                return Err(Status::INVALID_FIELD);
             }
             if let Some(p) = q.fused.get(first) {
                 p.state = PairState::Paired;
@@ -193,7 +194,7 @@ pub(super) fn arrived(q: &mut Queue, req: &mut NvmeReq) -> Result<(), Status> {
         0 => Ok(()),
         FUSE_FIRST => {
             if req.sqe.opcode() != io_opc::COMPARE {
-                return Err(Status::INVALID_OPCODE);
+                return Err(Status::INVALID_FIELD);
             }
             let pair = Pair {
                 first: req.token,
@@ -544,15 +545,15 @@ mod tests {
             state(&mut q, 4),
             Some(PairState::Lone(Status::ABORTED_MISSING_FUSED))
         );
-        // Wrong opcodes (as SPDK), FUSE 11b.
+        // Halves of other opcodes, FUSE 11b.
         assert_eq!(
             cmd(&mut q, 5, io_opc::WRITE, FUSE_FIRST).1,
-            Err(Status::INVALID_OPCODE)
+            Err(Status::INVALID_FIELD)
         );
         assert_eq!(cmd(&mut q, 6, io_opc::COMPARE, FUSE_FIRST).1, Ok(()));
         assert_eq!(
             cmd(&mut q, 7, io_opc::READ, FUSE_SECOND).1,
-            Err(Status::INVALID_OPCODE)
+            Err(Status::INVALID_FIELD)
         );
         assert_eq!(
             state(&mut q, 6),
