@@ -6,7 +6,9 @@
 use std::time::Duration;
 
 use rtgt_tests::nvme_cmds::NvmeQueue;
-use rtgt_tests::nvme_host::{ConnectOpts, HostCtrl, NvmfEnv, read_sqe, rw_sqe, write_sqe};
+use rtgt_tests::nvme_host::{
+    ConnectOpts, HostCtrl, HostQueue, NvmfEnv, read_sqe, rw_sqe, write_sqe,
+};
 use rtgt_tests::srp_initiator::{BS as SRP_BS, Data, Layout, SrpFixture, SrpInitiator, rw10};
 use rtgt_tests::tcp_host::{TcpConnectOpts, TcpEnv};
 use serde_json::json;
@@ -187,35 +189,10 @@ fn fused_compare_and_write_over_tcp() {
 #[test]
 fn fused_compare_and_write_is_atomic_against_a_write_from_another_reactor() {
     let e = NvmfEnv::new(2, json!({}));
-    e.t.subsystem(NQN, true);
-    let gate = e.t.gated("FusedGate", 64, BS as u32);
-    e.t.add_ns(NQN, "FusedGate");
-    e.t.listen(NQN, "RDMA", 4420);
-    let mut o = e.opts(NQN);
-    o.io_queues = 2;
-    let mut c = e.connect(o).expect("connect");
-    // Queues 1 and 2 live on different reactors.
-    let (idx, _) = e.transport();
-    let per_pg: Vec<Vec<u16>> = e.t.rt.block_on(e.t.target.gather(move |pg| {
-        pg.transport_mut::<RdmaPg>(idx)
-            .map(|(p, _)| p.queue_pairs().into_iter().map(|(q, _)| q).collect())
-            .unwrap_or_default()
-    }));
-    let pg_of = |qid: u16| per_pg.iter().position(|v| v.contains(&qid));
-    assert_ne!(pg_of(1), pg_of(2), "queues per poll group: {per_pg:?}");
-    let (mut a, mut b) = {
-        let mut it = c.io.drain(..);
-        (it.next().expect("q1"), it.next().expect("q2"))
-    };
-
+    let (gate, _c, mut a, mut b) = two_queues_on_a_gated_bdev(&e, "FusedGate");
     // 1. B's write of 0xAA is in flight (held at the bdev) when A's pair arrives: the
     //    compare waits for it (the lock drains B's reactor) and then sees 0xAA.
-    gate.close();
-    let w = b
-        .submit_cmd(write_sqe(1, 5, 1), Some(&[0xAA; BS]), 0)
-        .expect("write");
-    wait_held(&gate, 1);
-    let (cc, cw) = send_pair(&mut a, 5, 0xAA, 0xBB);
+    let (w, cc, cw) = pair_behind_a_held_write(&gate, &mut a, &mut b);
     std::thread::sleep(Duration::from_millis(200));
     let held = gate.held();
     gate.open();
@@ -398,24 +375,9 @@ fn a_queue_torn_down_mid_pair_releases_the_lock() {
 #[test]
 fn a_pause_during_a_pair_waits_for_it_without_deadlock() {
     let e = NvmfEnv::new(2, json!({}));
-    e.t.subsystem(NQN, true);
-    let gate = e.t.gated("PauseGate", 64, BS as u32);
-    e.t.add_ns(NQN, "PauseGate");
-    e.t.listen(NQN, "RDMA", 4420);
-    let mut o = e.opts(NQN);
-    o.io_queues = 2;
-    let mut c = e.connect(o).expect("connect");
-    let (mut a, mut b) = {
-        let mut it = c.io.drain(..);
-        (it.next().expect("q1"), it.next().expect("q2"))
-    };
+    let (gate, _c, mut a, mut b) = two_queues_on_a_gated_bdev(&e, "PauseGate");
     // B's write is held at the bdev: A's Write takes the lock only once it completes.
-    gate.close();
-    let w = b
-        .submit_cmd(write_sqe(1, 5, 1), Some(&[0xAA; BS]), 0)
-        .expect("write");
-    wait_held(&gate, 1);
-    let (cc, cw) = send_pair(&mut a, 5, 0xAA, 0xBB);
+    let (w, cc, cw) = pair_behind_a_held_write(&gate, &mut a, &mut b);
     a.assert_none_complete_for(&[cc, cw], Duration::from_millis(100));
     let target = std::sync::Arc::clone(&e.t.target);
     let pause = e.t.rt.spawn(async move { target.pause(NQN, None).await });
@@ -433,4 +395,52 @@ fn a_pause_during_a_pair_waits_for_it_without_deadlock() {
     assert_eq!(status(&mut a, cw), Status::SUCCESS);
     e.t.rt.block_on(e.t.target.resume(NQN)).expect("resume");
     assert_eq!(block(&mut a, 5), vec![0xBB; BS]);
+}
+
+/// A subsystem with one namespace on a gated bdev, and a controller with two I/O queues on
+/// different reactors: `(gate, controller, queue 1, queue 2)`.
+fn two_queues_on_a_gated_bdev(
+    e: &NvmfEnv,
+    bdev: &str,
+) -> (
+    std::sync::Arc<rtgt_tests::gate::Gate>,
+    HostCtrl,
+    HostQueue,
+    HostQueue,
+) {
+    e.t.subsystem(NQN, true);
+    let gate = e.t.gated(bdev, 64, BS as u32);
+    e.t.add_ns(NQN, bdev);
+    e.t.listen(NQN, "RDMA", 4420);
+    let mut o = e.opts(NQN);
+    o.io_queues = 2;
+    let mut c = e.connect(o).expect("connect");
+    let (idx, _) = e.transport();
+    let per_pg: Vec<Vec<u16>> = e.t.rt.block_on(e.t.target.gather(move |pg| {
+        pg.transport_mut::<RdmaPg>(idx)
+            .map(|(p, _)| p.queue_pairs().into_iter().map(|(q, _)| q).collect())
+            .unwrap_or_default()
+    }));
+    let pg_of = |qid: u16| per_pg.iter().position(|v| v.contains(&qid));
+    assert_ne!(pg_of(1), pg_of(2), "queues per poll group: {per_pg:?}");
+    let mut it = c.io.drain(..);
+    let (a, b) = (it.next().expect("q1"), it.next().expect("q2"));
+    drop(it);
+    (gate, c, a, b)
+}
+
+/// Closes the gate, has `b` write 0xAA to block 5 (held at the bdev), then sends `a`'s pair
+/// (compare 0xAA, write 0xBB) on block 5: `(b's write, compare, write)` CIDs.
+fn pair_behind_a_held_write(
+    gate: &rtgt_tests::gate::Gate,
+    a: &mut HostQueue,
+    b: &mut HostQueue,
+) -> (u16, u16, u16) {
+    gate.close();
+    let w = b
+        .submit_cmd(write_sqe(1, 5, 1), Some(&[0xAA; BS]), 0)
+        .expect("write");
+    wait_held(gate, 1);
+    let (cc, cw) = send_pair(a, 5, 0xAA, 0xBB);
+    (w, cc, cw)
 }
