@@ -37,6 +37,7 @@
 
 use arrayvec::ArrayVec;
 
+use super::DisconnectFn;
 use super::io_cmd_bdev::{Followup, bdev_status, io_error, submit};
 use super::queue::Queue;
 use super::request::{NvmeAction, NvmeCtx, NvmeReq, admit, complete, release};
@@ -158,8 +159,21 @@ fn set_state(q: &mut Queue, first: u64, state: PairState) {
 
 /// A command reached `begin` on an I/O queue: pairs fused halves in arrival order.
 /// `Err(status)` completes the command at once.
-pub(super) fn arrived(q: &mut Queue, req: &mut NvmeReq) -> Result<(), Status> {
+pub(super) fn arrived(
+    q: &mut Queue,
+    req: &mut NvmeReq,
+    disconnect: DisconnectFn,
+) -> Result<(), Status> {
+    let r = pair_up(q, req);
+    if req.fused != FusedRole::None {
+        req.fused_queue = Some((q.me, disconnect));
+    }
+    r
+}
+
+fn pair_up(q: &mut Queue, req: &mut NvmeReq) -> Result<(), Status> {
     req.fused = FusedRole::None;
+    req.fused_queue = None;
     req.second_step = SecondStep::Start;
     let fuse = req.sqe.fuse();
     if matches!(req.sgl, DataSgl::Transport { .. })
@@ -244,6 +258,7 @@ fn unfused(sqe: &Sqe) -> Sqe {
 fn first(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) -> NvmeAction {
     let token = req.token;
     let Some(p) = q.fused.get(token) else {
+        req.fused_queue = None;
         return complete(q, req, Status::ABORTED_MISSING_FUSED);
     };
     match p.state {
@@ -253,6 +268,7 @@ fn first(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) -> NvmeAction {
         }
         PairState::Lone(s) | PairState::Failed(s) => {
             q.fused.remove(token);
+            req.fused_queue = None;
             io_error(q, req, s)
         }
         // Woken twice: the compare already ran.
@@ -293,6 +309,7 @@ fn first(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) -> NvmeAction {
 fn compared(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq, status: Status) -> NvmeAction {
     release(cx.core, req);
     req.followup = Followup::Single;
+    req.fused_queue = None;
     let token = req.token;
     let second = q.fused.get(token).and_then(|p| {
         p.state = PairState::Compared(status);
@@ -335,6 +352,7 @@ fn finish_second(
     release(cx.core, req);
     drop_lock(cx.core, req);
     req.followup = Followup::Single;
+    req.fused_queue = None;
     if let FusedRole::Second { first } = req.fused {
         // The Compare completes on its own unless it is still waiting for the lock.
         let waiting = q
@@ -481,6 +499,21 @@ fn second(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq, first: u64) ->
     }
 }
 
+/// A fused half is dropped without having finished through this module (its request ended
+/// elsewhere: a data transfer that could not be planned, its queue torn down): its
+/// companion would wait for it, the Write holding the range lock, so the queue is
+/// disconnected — its teardown drops the other half and cancels the lock. A queue already
+/// going away ignores the request.
+pub(super) fn dropped(core: &PgCore, req: &mut NvmeReq) {
+    if let Some((me, disconnect)) = req.fused_queue.take() {
+        tracing::debug!(
+            cid = req.sqe.cid(),
+            "fused command dropped: disconnecting its queue"
+        );
+        me.disconnect(core.target().reactors(), disconnect);
+    }
+}
+
 /// Gives up the range lock a fused Write holds or waits for (its command ended, or its
 /// request is dropped with its queue).
 pub(super) fn drop_lock(core: &mut PgCore, req: &mut NvmeReq) {
@@ -499,9 +532,11 @@ mod tests {
     fn cmd(q: &mut Queue, token: u64, opc: u8, fuse: u8) -> (NvmeReq, Result<(), Status>) {
         let mut s = Sqe::new(opc, token as u16);
         s.set_nsid(1).set_flags(fuse);
+        fn nop(_: &mut crate::reactor::ReactorCtx, _: usize, _: u64) {}
         let mut req = NvmeReq::new(token);
         req.reset(token, s);
-        let r = arrived(q, &mut req);
+        let r = arrived(q, &mut req, nop);
+        assert_eq!(req.fused_queue.is_some(), req.fused != FusedRole::None);
         (req, r)
     }
 

@@ -109,6 +109,9 @@ pub struct NvmeReq {
     pub(super) second_step: SecondStep,
     /// The range lock a fused Write holds or waits for: (subsystem, owner tag).
     pub(super) caw: Option<(u32, Owner)>,
+    /// A fused half not finished yet: its queue, and how to disconnect it should the
+    /// request be dropped first.
+    pub(super) fused_queue: Option<(super::QueueRef, super::DisconnectFn)>,
 }
 
 impl NvmeReq {
@@ -128,6 +131,7 @@ impl NvmeReq {
             fused: FusedRole::None,
             second_step: SecondStep::Start,
             caw: None,
+            fused_queue: None,
         }
     }
 
@@ -144,6 +148,7 @@ impl NvmeReq {
         self.fused = FusedRole::None;
         self.second_step = SecondStep::Start;
         self.caw = None;
+        self.fused_queue = None;
     }
 
     /// Whether the request holds an admission reference.
@@ -171,9 +176,11 @@ pub fn begin(
     }
     // Fused halves are paired in the order commands arrive here.
     match r {
-        Ok(dir) => fused::arrived(q, req).map(|()| dir).inspect_err(|_| {
-            req.sgl = DataSgl::None;
-        }),
+        Ok(dir) => fused::arrived(q, req, t.disconnect)
+            .map(|()| dir)
+            .inspect_err(|_| {
+                req.sgl = DataSgl::None;
+            }),
         Err(s) => {
             fused::not_arrived(q);
             Err(s)
@@ -224,6 +231,7 @@ pub(super) fn release(core: &mut PgCore, req: &mut NvmeReq) {
 pub fn abandon(core: &mut PgCore, req: &mut NvmeReq) {
     release(core, req);
     fused::drop_lock(core, req);
+    fused::dropped(core, req);
 }
 
 /// Executes a command whose host data (if any) is in `req.io.bufs`.
