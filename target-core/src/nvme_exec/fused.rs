@@ -24,11 +24,13 @@
 //! Then the Write drives: it checks that both halves name the same namespace, SLBA and NLB
 //! (else both complete with Invalid Field), the Write's reservation check (the pair is a
 //! write), admission, and takes the range lock with itself as owner (so its own write passes
-//! the gates). Once the lock is held the Compare runs (a bdev Compare of its data); its
+//! the gates). Once the lock is held the Compare runs (a bdev Compare of its data, under the
+//! Write's admission, so a namespace pause waits for the whole pair); its
 //! result goes to the Write, which writes on a match, or completes with Command Aborted due
 //! to Failed Fused Command (the Compare: Compare Failure, or its own error). The Write
 //! releases the lock when it completes. A request the transport drops (its queue is torn
-//! down) cancels its lock in [`super::abandon`].
+//! down) cancels its lock in [`super::abandon`]; a half dropped while its queue lives
+//! disconnects the queue ([`dropped`]).
 //!
 //! The halves wake each other by a control message to their own reactor (the way the lock
 //! resumes its owner): nothing else is allocated, and the table is fixed-size
