@@ -99,6 +99,13 @@ impl LockCoordinator {
         (a.acks_left == 0).then_some(a.owner)
     }
 
+    /// Every lock being acquired or held: `(id, range, owner)`. A reactor that starts
+    /// serving the bdev while locks are out installs them in its new gate (it acknowledged
+    /// them already, as a reactor without the bdev does).
+    pub fn locks(&self) -> impl Iterator<Item = (LockId, LbaRange, Owner)> + '_ {
+        self.active.iter().map(|a| (a.id, a.range, a.owner))
+    }
+
     /// The lock `owner` holds, once every reactor has acknowledged it.
     pub fn held_by(&self, owner: Owner) -> Option<LockId> {
         self.active

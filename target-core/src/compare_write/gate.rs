@@ -89,6 +89,11 @@ impl RangeGate {
         Ok(inflight_overlapping == 0)
     }
 
+    /// Whether lock `id` is installed.
+    pub fn has(&self, id: LockId) -> bool {
+        self.locks.iter().any(|l| l.id == id)
+    }
+
     /// A write-class command admitted on this reactor completed: `ack` is called for every
     /// lock it finished draining (acknowledge those to the coordinator). Constant time when
     /// nothing is locked.

@@ -48,6 +48,8 @@ pub mod ctrl_off {
     pub const NN: usize = 516;
     /// ONCS.
     pub const ONCS: usize = 520;
+    /// Fused Operation Support.
+    pub const FUSES: usize = 522;
     /// VWC.
     pub const VWC: usize = 525;
     /// SGLS.
@@ -234,6 +236,9 @@ pub fn controller(ctrl: &Controller, view: &SubsystemView<'_>, b: &mut IdentifyD
     if !disc {
         le::put_u32(b, ctrl_off::NN, nn(view));
         le::put_u16(b, ctrl_off::ONCS, oncs(view));
+        // FUSES bit 0: fused Compare + Write (`nvme_exec` runs the pair under the volume's
+        // compare-and-write range lock).
+        le::put_u16(b, ctrl_off::FUSES, 1);
         let vwc = view.namespaces.iter().any(|n| n.volatile_write_cache);
         // VWC present; Flush with NSID FFFFFFFFh not supported (bits 2:1 = 10b).
         b[ctrl_off::VWC] = if vwc { 0x01 | 0x04 } else { 0 };

@@ -233,6 +233,12 @@ impl Status {
     pub const ABORTED_BY_REQUEST: Status = Status::generic(0x07);
     /// Command Aborted due to SQ Deletion.
     pub const ABORTED_SQ_DELETION: Status = Status::generic(0x08);
+    /// Command Aborted due to Failed Fused Command: the other half of a fused operation
+    /// failed (the Write of a Compare + Write whose compare did not match).
+    pub const ABORTED_FAILED_FUSED: Status = Status::generic(0x09);
+    /// Command Aborted due to Missing Fused Command: the companion half of a fused
+    /// operation is not next to it in the submission queue.
+    pub const ABORTED_MISSING_FUSED: Status = Status::generic(0x0A);
     /// Invalid Namespace or Format (+DNR).
     pub const INVALID_NAMESPACE: Status = Status::generic(0x0B).dnr();
     /// Command Sequence Error (+DNR).
@@ -255,6 +261,8 @@ impl Status {
     pub const KEEP_ALIVE_TIMEOUT_INVALID: Status = Status::generic(0x1A);
     /// Namespace is Write Protected (+DNR).
     pub const NAMESPACE_WRITE_PROTECTED: Status = Status::generic(0x20).dnr();
+    /// Command Interrupted (retryable): a resource was short for now.
+    pub const COMMAND_INTERRUPTED: Status = Status::generic(0x21);
     /// Transient Transport Error (retryable).
     pub const TRANSIENT_TRANSPORT_ERROR: Status = Status::generic(0x22);
     /// LBA Out of Range (+DNR).

@@ -344,6 +344,8 @@ fn linux_connect_sequence() {
     assert_eq!(le::u16_at(&id, ctrl_off::MAXCMD), 128);
     assert_eq!(le::u32_at(&id, ctrl_off::NN), 32);
     assert_eq!(le::u16_at(&id, ctrl_off::ONCS), 0x2D);
+    // Fused Compare + Write.
+    assert_eq!(le::u16_at(&id, ctrl_off::FUSES), 1);
     assert_eq!(id[ctrl_off::VWC], 0x05);
     assert_eq!(le::u32_at(&id, ctrl_off::SGLS), 0x0010_0005);
     assert_eq!(

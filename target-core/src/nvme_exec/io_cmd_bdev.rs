@@ -3,6 +3,7 @@
 //! volatile cache, Dataset Management ranges), and completions to NVMe status.
 
 use super::admin_cmd::namespace_view;
+use super::fused::{self, FusedRole};
 use super::queue::Queue;
 use super::request::{NvmeAction, NvmeCtx, NvmeReq, admit, complete, release};
 use super::resv_cmd;
@@ -19,10 +20,17 @@ pub(super) enum Followup {
     FlushAfter,
     /// Dataset Management: deallocate range `next` onward, of `total`.
     Deallocate { next: u16, total: u16 },
+    /// The Compare of a fused Compare + Write ([`super::fused`]).
+    FusedCompare,
+    /// The Write of a fused Compare + Write.
+    FusedWrite,
 }
 
 /// Runs an I/O command on an I/O queue.
 pub(super) fn execute(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) -> NvmeAction {
+    if req.fused != FusedRole::None {
+        return fused::execute(cx, q, req);
+    }
     let Some(sub) = q.subsystem else {
         return complete(q, req, Status::INTERNAL_ERROR);
     };
@@ -169,7 +177,7 @@ fn dsm_range(
     Ok(None)
 }
 
-fn io_error(q: &Queue, req: &mut NvmeReq, status: Status) -> NvmeAction {
+pub(super) fn io_error(q: &Queue, req: &mut NvmeReq, status: Status) -> NvmeAction {
     if let Some(c) = q.association() {
         let lba = u64::from(req.sqe.cdw10()) | u64::from(req.sqe.cdw11()) << 32;
         let (qid, cid, nsid) = (q.qid, req.sqe.cid(), req.sqe.nsid());
@@ -178,7 +186,12 @@ fn io_error(q: &Queue, req: &mut NvmeReq, status: Status) -> NvmeAction {
     complete(q, req, status)
 }
 
-fn submit(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq, op: BdevOp) -> NvmeAction {
+pub(super) fn submit(
+    cx: &mut NvmeCtx<'_>,
+    q: &mut Queue,
+    req: &mut NvmeReq,
+    op: BdevOp,
+) -> NvmeAction {
     let Some(mut io) = req.io.take() else {
         release(cx.core, req);
         return complete(q, req, Status::INTERNAL_ERROR);
@@ -243,10 +256,14 @@ pub fn io_done(
 ) -> NvmeAction {
     let status = bdev_status(&io.op, io.status);
     let op = io.op;
+    let bdev = io.status;
     req.io = Some(io);
+    if matches!(req.followup, Followup::FusedCompare | Followup::FusedWrite) {
+        return fused::io_done(cx, q, req, &op, bdev);
+    }
     if status.is_success() && !q.is_closing() {
         match req.followup {
-            Followup::Single => {}
+            Followup::Single | Followup::FusedCompare | Followup::FusedWrite => {}
             Followup::FlushAfter => {
                 req.followup = Followup::Single;
                 return submit(cx, q, req, BdevOp::Flush);

@@ -43,6 +43,7 @@ mod association;
 mod auth_cmd;
 mod discovery_log;
 mod fabrics_cmd;
+mod fused;
 mod io_cmd_bdev;
 mod queue;
 mod request;

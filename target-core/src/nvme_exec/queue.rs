@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::association::Association;
 use super::auth_cmd::QueueAuth;
+use super::fused::FusedTable;
 use super::request::AerDone;
 use super::{DisconnectFn, TransportInfo};
 use crate::nvme::{Cqe, SglPolicy, Sqe, Status, SubsystemKind};
@@ -72,6 +73,10 @@ pub struct Queue {
     pub(super) ana_path: Option<(u64, usize)>,
     /// Its listener's I/O counters on this poll group.
     io_stats: Arc<ListenerIo>,
+    /// Fused Compare + Write pairs in progress.
+    pub(super) fused: FusedTable,
+    /// The target (fused halves wake each other by control message); `None` in unit tests.
+    pub(super) target: Option<Arc<Target>>,
     closing: bool,
     finished: bool,
 }
@@ -114,6 +119,8 @@ impl Queue {
             peer,
             auth: None,
             ana_path: None,
+            fused: FusedTable::default(),
+            target: Some(Arc::clone(core.target())),
             closing: false,
             finished: false,
         }
@@ -141,6 +148,8 @@ impl Queue {
             peer: a,
             auth: None,
             ana_path: None,
+            fused: FusedTable::default(),
+            target: None,
             closing: false,
             finished: false,
         }

@@ -21,10 +21,12 @@ use std::time::Instant;
 use arrayvec::ArrayVec;
 
 use super::TransportInfo;
+use super::fused::{self, FusedRole, SecondStep};
 use super::io_cmd_bdev::Followup;
 use super::queue::{Queue, QueueRole};
 use super::{admin_cmd, auth_cmd, fabrics_cmd, io_cmd_bdev};
 use crate::bdev::{BdevIo, BdevOp};
+use crate::compare_write::Owner;
 use crate::nvme::sgl::{self, DataSgl};
 use crate::nvme::spec::{fctype, io_opc};
 use crate::nvme::{Cqe, Direction, Sqe, Status};
@@ -101,6 +103,15 @@ pub struct NvmeReq {
     pub(super) admitted: Option<(u32, AdmitKind)>,
     pub(super) followup: Followup,
     pub(super) nsid: u32,
+    /// Which half of a fused Compare + Write this is, if any.
+    pub(super) fused: FusedRole,
+    /// Where a fused Write is.
+    pub(super) second_step: SecondStep,
+    /// The range lock a fused Write holds or waits for: (subsystem, owner tag).
+    pub(super) caw: Option<(u32, Owner)>,
+    /// A fused half not finished yet: its queue, and how to disconnect it should the
+    /// request be dropped first.
+    pub(super) fused_queue: Option<(super::QueueRef, super::DisconnectFn)>,
 }
 
 impl NvmeReq {
@@ -117,6 +128,10 @@ impl NvmeReq {
             admitted: None,
             followup: Followup::Single,
             nsid: 0,
+            fused: FusedRole::None,
+            second_step: SecondStep::Start,
+            caw: None,
+            fused_queue: None,
         }
     }
 
@@ -130,6 +145,10 @@ impl NvmeReq {
         self.admitted = None;
         self.followup = Followup::Single;
         self.nsid = 0;
+        self.fused = FusedRole::None;
+        self.second_step = SecondStep::Start;
+        self.caw = None;
+        self.fused_queue = None;
     }
 
     /// Whether the request holds an admission reference.
@@ -151,6 +170,31 @@ pub fn begin(
     in_capsule_capacity: u32,
 ) -> Result<Direction, Status> {
     q.consume_sqe();
+    let r = decode_sgl(t, q, req, in_capsule, in_capsule_capacity);
+    if !matches!(q.role, QueueRole::Io(_)) {
+        return r;
+    }
+    // Fused halves are paired in the order commands arrive here.
+    match r {
+        Ok(dir) => fused::arrived(q, req, t.disconnect)
+            .map(|()| dir)
+            .inspect_err(|_| {
+                req.sgl = DataSgl::None;
+            }),
+        Err(s) => {
+            fused::not_arrived(q);
+            Err(s)
+        }
+    }
+}
+
+fn decode_sgl(
+    t: &TransportInfo,
+    q: &mut Queue,
+    req: &mut NvmeReq,
+    in_capsule: &[u8],
+    in_capsule_capacity: u32,
+) -> Result<Direction, Status> {
     let policy = q.sgl_policy(t, in_capsule_capacity);
     if let Err(s) = sgl::parse_into(&req.sqe, in_capsule, &policy, &mut req.sgl) {
         req.sgl = DataSgl::None;
@@ -186,6 +230,8 @@ pub(super) fn release(core: &mut PgCore, req: &mut NvmeReq) {
 /// without completing (teardown).
 pub fn abandon(core: &mut PgCore, req: &mut NvmeReq) {
     release(core, req);
+    fused::drop_lock(core, req);
+    fused::dropped(core, req);
 }
 
 /// Executes a command whose host data (if any) is in `req.io.bufs`.

@@ -84,6 +84,19 @@ impl CawLock {
         }
     }
 
+    /// Installs every lock being acquired or held in `gate`, the new gate of a poll group
+    /// that starts serving the namespace (nothing of it is in flight there). The poll group
+    /// acknowledged those locks already (a lock message that finds no namespace
+    /// acknowledges at once); one whose message is still on its way is then found installed
+    /// and acknowledged at once (`PgCore::caw_install`).
+    pub(crate) fn install_held(&self, gate: &mut crate::compare_write::RangeGate) {
+        for (id, range, owner) in self.coord.lock().locks() {
+            if let Err(e) = gate.lock(id, range, owner, 0) {
+                tracing::error!("compare-and-write: {e}");
+            }
+        }
+    }
+
     /// The lock `owner` holds, if every reactor has acknowledged it.
     pub fn held_by(&self, owner: Owner) -> Option<LockId> {
         self.coord.lock().held_by(owner)

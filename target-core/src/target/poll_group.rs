@@ -579,6 +579,11 @@ impl PgCore {
         let Some(ns) = self.ns_group_mut(subsystem, nsid) else {
             return true;
         };
+        if ns.caw_gate.has(id) {
+            // Installed when the namespace was opened here: nothing of this poll group was
+            // in flight then.
+            return true;
+        }
         let inflight = ns.writes_inflight;
         match ns.caw_gate.lock(id, range, owner, inflight) {
             Ok(now) => now,
@@ -722,6 +727,9 @@ impl PgCore {
         if let Some(fd) = channel.wake_fd() {
             self.watch_fd(fd);
         }
+        // Locks already out on the namespace hold here too from the start.
+        let mut caw_gate = RangeGate::new();
+        ns.caw.install_held(&mut caw_gate);
         Ok(NsGroup {
             info: NsInfo::of(ns),
             bdev: Arc::clone(&ns.bdev),
@@ -730,7 +738,7 @@ impl PgCore {
             io_outstanding: 0,
             view: ns.reservation.view(),
             resv: Arc::clone(&ns.reservation),
-            caw_gate: RangeGate::new(),
+            caw_gate,
             writes_inflight: 0,
             caw: Arc::clone(&ns.caw),
         })
