@@ -428,7 +428,6 @@ fn loadavg() -> Value {
     json!(v)
 }
 
-/// Builds the report.
 /// CPU per I/O by thread group. The initiator threads' own figure is what they measured inside
 /// the window: they may have exited before the window closed, and with them their
 /// `/proc/self/task` entries.
@@ -450,6 +449,7 @@ fn by_thread(
     m
 }
 
+/// Builds the report.
 pub fn report(a: &Args, h: &HostResult, w: &WindowResult, load_before: Value) -> Value {
     let ops = h.ops.max(1) as f64;
     let iops = h.ops as f64 / w.seconds;
