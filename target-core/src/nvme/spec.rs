@@ -233,6 +233,9 @@ impl Status {
     pub const ABORTED_BY_REQUEST: Status = Status::generic(0x07);
     /// Command Aborted due to SQ Deletion.
     pub const ABORTED_SQ_DELETION: Status = Status::generic(0x08);
+    /// Command Aborted due to Preempt and Abort (generic 1Bh; Linux
+    /// `NVME_SC_ABORTED_PREEMPT_ABORT`).
+    pub const ABORTED_PREEMPT_ABORT: Status = Status::generic(0x1B);
     /// Invalid Namespace or Format (+DNR).
     pub const INVALID_NAMESPACE: Status = Status::generic(0x0B).dnr();
     /// Command Sequence Error (+DNR).

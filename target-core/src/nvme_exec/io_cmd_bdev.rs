@@ -211,6 +211,10 @@ pub fn resubmit(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) -> NvmeA
         release(cx.core, req);
         return complete(q, req, Status::ABORTED_SQ_DELETION);
     }
+    if req.aborted.is_some() {
+        release(cx.core, req);
+        return io_error(q, req, Status::ABORTED_PREEMPT_ABORT);
+    }
     submit(cx, q, req, op)
 }
 
@@ -244,6 +248,14 @@ pub fn io_done(
     let status = bdev_status(&io.op, io.status);
     let op = io.op;
     req.io = Some(io);
+    if req.aborted.is_some() {
+        // A preempt-and-abort aborted it while at the bdev: whatever the bdev did, the host
+        // hears the abort, and nothing more of the command runs.
+        req.followup = Followup::Single;
+        release(cx.core, req);
+        cx.core.stats_mut().completed_nvme_io += 1;
+        return io_error(q, req, Status::ABORTED_PREEMPT_ABORT);
+    }
     if status.is_success() && !q.is_closing() {
         match req.followup {
             Followup::Single => {}

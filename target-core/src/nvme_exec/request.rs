@@ -28,7 +28,7 @@ use crate::bdev::{BdevIo, BdevOp};
 use crate::nvme::sgl::{self, DataSgl};
 use crate::nvme::spec::{fctype, io_opc};
 use crate::nvme::{Cqe, Direction, Sqe, Status};
-use crate::target::{Admission, AdmitKind, PgCore};
+use crate::target::{AbortFence, Admission, AdmitKind, PgCore, PreemptAbort};
 
 /// A parked AER to complete on an admin queue: find the request with `cid` and send `cqe`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +101,9 @@ pub struct NvmeReq {
     pub(super) admitted: Option<(u32, AdmitKind)>,
     pub(super) followup: Followup,
     pub(super) nsid: u32,
+    /// A preempt-and-abort aborted the command ([`preempt_abort_mark`]): it ends with
+    /// Command Aborted due to Preempt and Abort, and releases the fence when it is gone.
+    pub(super) aborted: Option<Arc<AbortFence>>,
 }
 
 impl NvmeReq {
@@ -117,6 +120,7 @@ impl NvmeReq {
             admitted: None,
             followup: Followup::Single,
             nsid: 0,
+            aborted: None,
         }
     }
 
@@ -130,6 +134,10 @@ impl NvmeReq {
         self.admitted = None;
         self.followup = Followup::Single;
         self.nsid = 0;
+        if let Some(f) = self.aborted.take() {
+            // Not released through `release` (the command was dropped): it is gone.
+            f.release();
+        }
     }
 
     /// Whether the request holds an admission reference.
@@ -180,6 +188,37 @@ pub(super) fn release(core: &mut PgCore, req: &mut NvmeReq) {
     if let Some((sub, kind)) = req.admitted.take() {
         core.release(sub, kind);
     }
+    if let Some(f) = req.aborted.take() {
+        f.release();
+    }
+}
+
+/// A preempt-and-abort reached this poll group ([`crate::target::Target::preempt_abort`]):
+/// marks `req`, a request of queue `q`, aborted when it is a command of one of the preempted
+/// hosts admitted to the namespace (at the bdev, or waiting to be submitted again), and
+/// holds the fence until it is gone. Returns whether it did. Commands not admitted yet are
+/// not marked: they are checked against the new reservation state when they execute.
+pub fn preempt_abort_mark(
+    q: &Queue,
+    req: &mut NvmeReq,
+    pa: &PreemptAbort,
+    fence: &Arc<AbortFence>,
+) -> bool {
+    if req.aborted.is_some()
+        || req.admitted != Some((pa.sub, AdmitKind::Io(pa.nsid)))
+        || q.subsystem != Some(pa.sub)
+    {
+        return false;
+    }
+    let Some(host) = q.association().map(|c| c.host_id()) else {
+        return false;
+    };
+    if !pa.hosts.contains(&host) {
+        return false;
+    }
+    fence.hold();
+    req.aborted = Some(Arc::clone(fence));
+    true
 }
 
 /// Gives back what a request holds in the poll group (its admission), for a request dropped
