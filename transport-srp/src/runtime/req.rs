@@ -1223,14 +1223,6 @@ impl SrpPg {
         }
         self.abort_seq += 1;
         let id = (self.index as u64) << 48 | self.abort_seq;
-        let w = self.waiters.insert(Waiter {
-            remaining: 0,
-            armed: false,
-            done: None,
-            abort_id: id,
-            fence: None,
-        }) as u32;
-        self.aborts.insert(id, w);
         let spec = AbortSpec {
             sub: pa.sub,
             lun: (pa.nsid - 1) as u16,
@@ -1240,7 +1232,7 @@ impl SrpPg {
             // No order against tasks here: every one that passed the check is aborted.
             arrived: (usize::MAX, 0),
         };
-        self.abort_matching(core, spec, w);
+        let w = self.abort_matching_counted(core, spec, id);
         let n = self.waiters.get(w as usize).map_or(0, |x| x.remaining);
         if n > 0
             && let Some(x) = self.waiters.get_mut(w as usize)
@@ -1254,6 +1246,13 @@ impl SrpPg {
 
     /// First round of a cross-poll-group abort: mark the tasks here.
     fn abort_mark(&mut self, core: &mut PgCore, spec: AbortSpec, id: u64) {
+        let w = self.abort_matching_counted(core, spec, id);
+        self.waiter_arm(w);
+    }
+
+    /// Aborts the tasks `spec` selects here, counted on a new waiter of abort `id` (not
+    /// armed yet), which it returns.
+    fn abort_matching_counted(&mut self, core: &mut PgCore, spec: AbortSpec, id: u64) -> u32 {
         let w = self.waiters.insert(Waiter {
             remaining: 0,
             armed: false,
@@ -1263,7 +1262,7 @@ impl SrpPg {
         }) as u32;
         self.aborts.insert(id, w);
         self.abort_matching(core, spec, w);
-        self.waiter_arm(w);
+        w
     }
 
     /// Second round: answer when the tasks marked here are gone.
