@@ -439,6 +439,20 @@ pub trait TransportPollGroup: Any {
         _notices: &[(crate::reservation::HostId, crate::reservation::NoticeKind)],
     ) {
     }
+    /// A reservation preempt-and-abort ([`crate::target::Target::preempt_abort`]): abort the
+    /// commands of the preempted initiators to the namespace (LU) that this transport has on
+    /// this poll group, [`AbortFence::hold`](crate::target::AbortFence::hold) `fence` once per
+    /// one still in flight and release it when that one is gone. NVMe transports call
+    /// `nvme_exec::preempt_abort_mark` on each request; SCSI transports abort the preempted
+    /// nexuses' tasks (TASK ABORTED). Returns how many it holds.
+    fn preempt_abort(
+        &mut self,
+        _core: &mut PgCore,
+        _pa: &crate::target::PreemptAbort,
+        _fence: &std::sync::Arc<crate::target::AbortFence>,
+    ) -> u32 {
+        0
+    }
     /// Completes a command that the exec layer parked ([`crate::nvme_exec::NvmeAction::Parked`])
     /// on connection `queue` (its `QueueRef::key`) with `done`'s completion: NVMe transports
     /// find the parked request with that CID, as for an AER. A key that no longer names a

@@ -6,11 +6,11 @@
 
 use rtgt_tests::TestTarget;
 use rtgt_tests::nvme_cmds::resv::{
-    EA, WE, acquire, assert_registration_preempted, notification, preempt_and_abort_waits,
-    register, release, report,
+    EA, WE, acquire, assert_registration_preempted, notification, preempt_and_abort_aborts,
+    register, release, report, submit_preempt_and_abort,
 };
-use rtgt_tests::nvme_cmds::{features, read_status, write_status};
-use rtgt_tests::nvme_host::{ConnectOpts, HostCtrl, HostQueue, NvmfEnv};
+use rtgt_tests::nvme_cmds::{NvmeQueue, features, read_status, write_status};
+use rtgt_tests::nvme_host::{ConnectOpts, HostCtrl, HostQueue, NvmfEnv, read_sqe, write_sqe};
 use rtgt_tests::srp_initiator::{SrpFixture, pr};
 use serde_json::json;
 use target_core::nvme::Status;
@@ -278,12 +278,9 @@ fn registrations_persist_in_the_ptpl_file() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Preempt and Abort waits for the commands the preempted host has in flight: host A's write
-/// is held in the bdev when B preempts it; B's Acquire does not complete until that write
-/// has, and A's next write conflicts.
-#[test]
-fn preempt_and_abort_waits_for_the_preempted_hosts_commands() {
-    let e = NvmfEnv::new(2, json!({}));
+/// Gated namespace on subsystem NQN (RDMA), hosts A and B registered (0xAA, 0xBB), A holding
+/// Write Exclusive.
+fn gated_pair(e: &NvmfEnv) -> (std::sync::Arc<rtgt_tests::gate::Gate>, HostCtrl, HostCtrl) {
     e.t.subsystem(NQN, true);
     let gate = e.t.gated("g", 2048, 512);
     e.t.add_ns(NQN, "g");
@@ -293,6 +290,160 @@ fn preempt_and_abort_waits_for_the_preempted_hosts_commands() {
     assert_eq!(register(&mut a.io[0], 0, 0, 0xAA), OK);
     assert_eq!(register(&mut b.io[0], 0, 0, 0xBB), OK);
     assert_eq!(acquire(&mut a.io[0], 0, WE, 0xAA, 0), OK);
+    (gate, a, b)
+}
 
-    preempt_and_abort_waits(&mut a.io[0], &mut b.io[0], &gate, 0xAA, 0xBB);
+/// Preempt and Abort aborts the preempted host's command at the bdev: host A's write is
+/// held in the bdev when B preempts it; B's Acquire completes only once that write has come
+/// back, the write ends with Command Aborted due to Preempt and Abort (not success), and A's
+/// next write conflicts.
+#[test]
+fn preempt_and_abort_aborts_the_preempted_hosts_write_at_the_bdev() {
+    let e = NvmfEnv::new(2, json!({}));
+    let (gate, mut a, mut b) = gated_pair(&e);
+    preempt_and_abort_aborts(&mut a.io[0], &mut b.io[0], &gate, 0xAA, 0xBB);
+}
+
+/// Preempt and Abort neither waits for nor disturbs other hosts' commands, and aborts the
+/// preempted host's commands not yet submitted to the bdev without waiting for the bdev:
+/// while the backend refuses submissions (commands wait in the target to be retried), A's
+/// write and a third host C's read are pending; B's Acquire completes while they still are,
+/// A's write ends with Command Aborted due to Preempt and Abort, and C's read succeeds once
+/// the backend takes it.
+#[test]
+fn preempt_and_abort_does_not_wait_for_other_hosts_commands() {
+    use std::time::Duration;
+    let e = NvmfEnv::new(2, json!({}));
+    let (gate, mut a, mut b) = gated_pair(&e);
+    const HOST_C: &str = "nqn.2014-08.org.nvmexpress:uuid:cccccccc-0000-0000-0000-00000000000c";
+    let mut c = host(&e.t.fabric, e.to, NQN, HOST_C, 0xC3);
+    gate.refuse(true);
+    let w = a.io[0]
+        .submit_cmd(write_sqe(1, 0, 1), Some(&[0x11; 512]), 0)
+        .expect("A's write");
+    let r = c.io[0]
+        .submit_cmd(read_sqe(1, 4, 1), None, 512)
+        .expect("C's read");
+    // Both are retried by the target (each refusal is one submission attempt).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while gate.refused() < 4 {
+        assert!(std::time::Instant::now() < deadline, "no retries");
+        a.io[0].poll_once().expect("poll");
+        c.io[0].poll_once().expect("poll");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let pa = submit_preempt_and_abort(&mut b.io[0], 0xBB, 0xAA);
+    let done = b.io[0].wait_cmd(pa).expect("the Acquire");
+    assert_eq!(done.cqe.status, OK, "Preempt and Abort");
+    assert_eq!(
+        a.io[0].wait_cmd(w).expect("A's write").cqe.status,
+        Status::ABORTED_PREEMPT_ABORT,
+        "A's write not yet at the bdev"
+    );
+    c.io[0].assert_none_complete_for(&[r], Duration::from_millis(100));
+    gate.refuse(false);
+    assert_eq!(
+        c.io[0].wait_cmd(r).expect("C's read").cqe.status,
+        OK,
+        "C's read is not disturbed"
+    );
+    assert_eq!(write(&mut a.io[0]), RESERVATION_CONFLICT, "A's next write");
+    assert_eq!(write(&mut b.io[0]), OK, "the new holder writes");
+    let (_, rtype, regs) = report(&mut c.io[0]);
+    assert_eq!((rtype, regs), (1, vec![(0xBB, true, [0xB2; 16])]));
+}
+
+/// An SRP initiator's PREEMPT AND ABORT that preempts an NVMe host aborts that host's
+/// command at the bdev (Command Aborted due to Preempt and Abort) and answers only once it is
+/// gone; an NVMe host's Preempt and Abort that preempts an SRP nexus aborts its task (TASK
+/// ABORTED) and completes only once it is gone; each preempted initiator's next write
+/// conflicts.
+#[test]
+fn preempt_and_abort_aborts_across_protocols() {
+    use rtgt_tests::srp_initiator::{Data, Layout, rw10};
+    use std::time::Duration;
+    let t = TestTarget::start(2);
+    t.transport("RDMA", json!({}));
+    let fx = SrpFixture::on(t, json!({}), 0, 2048);
+    let (nsid, gate) = fx.gated("Gate0", 2048);
+    assert_eq!(nsid, 1, "the only namespace");
+    let lun = 0;
+    fx.t.listen(&fx.nqn, "RDMA", 4420);
+    let to = format!("{}:4420", rtgt_tests::TARGET_IP).parse().unwrap();
+    let mut n = host(&fx.t.fabric, to, &fx.nqn, HOST_A, 0xA1);
+    let mut s = fx.login(0x5254_0012_3456_0001);
+    let q = &mut n.io[0];
+    let nv = |q: &mut HostQueue| write(q);
+    assert_eq!(register(q, 0, 0, 0xAA), OK);
+    assert_eq!(acquire(q, 0, WE, 0xAA, 0), OK);
+    assert_eq!(
+        pr::pr_out_on(&mut s, lun, pr::REGISTER, 0, 0, 0x55).status,
+        pr::GOOD
+    );
+
+    // SCSI preempts NVMe: the NVMe write held in the bdev ends aborted.
+    gate.close();
+    let w = q
+        .submit_cmd(write_sqe(nsid, 0, 1), Some(&[0x11; 512]), 0)
+        .expect("NVMe write");
+    fx.wait_until("the NVMe write at the bdev", |_| gate.held() == 1);
+    let pa = pr::pr_out_start(
+        &mut s,
+        lun,
+        pr::PREEMPT_AND_ABORT,
+        pr::WRITE_EXCLUSIVE,
+        0x55,
+        0xAA,
+    );
+    assert!(
+        s.next_response(Duration::from_millis(300))
+            .unwrap()
+            .is_none(),
+        "PREEMPT AND ABORT waits for the NVMe write"
+    );
+    gate.open();
+    assert_eq!(s.wait(pa).unwrap().status, pr::GOOD, "PREEMPT AND ABORT");
+    assert_eq!(
+        q.wait_cmd(w).expect("NVMe write").cqe.status,
+        Status::ABORTED_PREEMPT_ABORT,
+        "the NVMe write"
+    );
+    assert_eq!(nv(q), RESERVATION_CONFLICT, "the NVMe host's next write");
+
+    // NVMe preempts SCSI: the SRP write held in the bdev ends TASK ABORTED.
+    assert_eq!(register(q, 0, 0, 0xAB), OK);
+    gate.close();
+    let t = s
+        .command(
+            lun,
+            &rw10(0x2a, 0, 1),
+            &Data::Out(vec![(0, 512)]),
+            Layout::Direct,
+            false,
+        )
+        .unwrap();
+    fx.wait_until("the SRP write at the bdev", |_| gate.held() == 1);
+    let pa = submit_preempt_and_abort(q, 0xAB, 0x55);
+    q.assert_none_complete_for(&[pa], Duration::from_millis(300));
+    gate.open();
+    assert_eq!(q.wait_cmd(pa).expect("Acquire").cqe.status, OK);
+    let r = s.wait(t).unwrap();
+    assert_eq!(r.status, 0x40, "the SRP write: TASK ABORTED, {r:?}");
+    let w = |s: &mut rtgt_tests::srp_initiator::SrpInitiator| {
+        s.run(
+            lun,
+            &rw10(0x2a, 20, 1),
+            &Data::Out(vec![(0, 512)]),
+            Layout::Direct,
+        )
+        .unwrap()
+    };
+    let r = w(&mut s);
+    assert_eq!(
+        (r.status, r.sense_key()),
+        (pr::CHECK_CONDITION, Some((0x6, 0x2A, 0x05))),
+        "REGISTRATIONS PREEMPTED"
+    );
+    assert_eq!(w(&mut s).status, pr::CONFLICT, "the SRP nexus's next write");
+    assert_eq!(nv(q), OK, "the new NVMe holder writes");
 }

@@ -15,7 +15,7 @@ use rtgt_tests::nvme_cmds::ana::{
     INACCESSIBLE, OPTIMIZED, PERSISTENT_LOSS, ana_log, two_path_subsystem,
 };
 use rtgt_tests::nvme_cmds::resv::{
-    EA, WE, acquire, assert_registration_preempted, preempt_and_abort_waits, register, release,
+    EA, WE, acquire, assert_registration_preempted, preempt_and_abort_aborts, register, release,
     report, resv_sqe,
 };
 use rtgt_tests::nvme_cmds::{NvmeQueue, get_log, park_aer, read_status, write_status};
@@ -260,11 +260,11 @@ fn reservations_over_tcp() {
     );
 
     // Preempt and Abort: A (registered again, holding Write Exclusive) has a write held in the
-    // bdev; B's Preempt and Abort waits for it.
+    // bdev; B's Preempt and Abort waits for it and the write ends aborted, not successful.
     assert_eq!(release(&mut b.io[0], 0, EA, 0xBB), OK);
     assert_eq!(register(&mut a.io[0], 0, 0, 0xA2), OK);
     assert_eq!(acquire(&mut a.io[0], 0, WE, 0xA2, 0), OK);
-    preempt_and_abort_waits(&mut a.io[0], &mut b.io[0], &gate, 0xA2, 0xBB);
+    preempt_and_abort_aborts(&mut a.io[0], &mut b.io[0], &gate, 0xA2, 0xBB);
     drop((a, b));
     e.assert_quiescent(Duration::from_secs(10));
 }

@@ -28,10 +28,10 @@ use rdma_plumbing::{QpnMap, WrId};
 use serde_json::Value;
 use slab::Slab;
 use target_core::bdev::BdevIo;
-use target_core::nvme_exec::AerDone;
+use target_core::nvme_exec::{self, AerDone};
 use target_core::reactor::{PollStatus, PollerId, ReactorCtx};
 use target_core::registry::TransportPollGroup;
-use target_core::target::{PgCore, with_transport_pg};
+use target_core::target::{AbortFence, PgCore, PreemptAbort, with_transport_pg};
 
 use crate::device::DevPoller;
 use crate::opts::RdmaOpts;
@@ -507,6 +507,23 @@ impl TransportPollGroup for RdmaPg {
             self.complete_parked(core, qk, a);
         }
         self.flush(core);
+    }
+
+    fn preempt_abort(
+        &mut self,
+        _core: &mut PgCore,
+        pa: &PreemptAbort,
+        fence: &Arc<AbortFence>,
+    ) -> u32 {
+        let mut n = 0;
+        for (_, r) in self.reqs.iter_mut() {
+            if let Some(qp) = self.qpairs.get(r.qp as usize)
+                && nvme_exec::preempt_abort_mark(&qp.q, &mut r.ex, pa, fence)
+            {
+                n += 1;
+            }
+        }
+        n
     }
 
     fn parked_done(&mut self, core: &mut PgCore, queue: u64, done: AerDone) {

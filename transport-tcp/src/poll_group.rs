@@ -25,10 +25,10 @@ use serde_json::{Value, json};
 use slab::Slab;
 use socket2::Socket;
 use target_core::bdev::BdevIo;
-use target_core::nvme_exec::AerDone;
+use target_core::nvme_exec::{self, AerDone};
 use target_core::reactor::{PollStatus, PollerId, ReactorCtx};
 use target_core::registry::{TransportError, TransportPollGroup};
-use target_core::target::{ListenAddr, PgCore, with_transport_pg};
+use target_core::target::{AbortFence, ListenAddr, PgCore, PreemptAbort, with_transport_pg};
 
 use crate::conn::{ConnState, ConnStats, Connection};
 use crate::qpair::{ReqState, RxResult, TcpQpair};
@@ -504,6 +504,26 @@ impl TransportPollGroup for TcpPg {
             self.complete_parked(core, ck, a);
         }
         self.run_dirty(core);
+    }
+
+    fn preempt_abort(
+        &mut self,
+        _core: &mut PgCore,
+        pa: &PreemptAbort,
+        fence: &Arc<AbortFence>,
+    ) -> u32 {
+        let mut n = 0;
+        for (_, c) in self.conns.iter_mut() {
+            let Some(q) = c.q.as_ref() else {
+                continue;
+            };
+            for r in c.reqs.iter_mut() {
+                if nvme_exec::preempt_abort_mark(q, &mut r.ex, pa, fence) {
+                    n += 1;
+                }
+            }
+        }
+        n
     }
 
     fn parked_done(&mut self, core: &mut PgCore, queue: u64, done: AerDone) {

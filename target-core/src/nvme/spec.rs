@@ -239,6 +239,9 @@ impl Status {
     /// Command Aborted due to Missing Fused Command: the companion half of a fused
     /// operation is not next to it in the submission queue.
     pub const ABORTED_MISSING_FUSED: Status = Status::generic(0x0A);
+    /// Command Aborted due to Preempt and Abort (generic 1Bh; Linux
+    /// `NVME_SC_ABORTED_PREEMPT_ABORT`).
+    pub const ABORTED_PREEMPT_ABORT: Status = Status::generic(0x1B);
     /// Invalid Namespace or Format (+DNR).
     pub const INVALID_NAMESPACE: Status = Status::generic(0x0B).dnr();
     /// Command Sequence Error (+DNR).

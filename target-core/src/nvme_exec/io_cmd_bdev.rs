@@ -224,6 +224,10 @@ pub fn resubmit(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) -> NvmeA
         release(cx.core, req);
         return complete(q, req, Status::ABORTED_SQ_DELETION);
     }
+    if req.aborted.is_some() {
+        release(cx.core, req);
+        return io_error(q, req, Status::ABORTED_PREEMPT_ABORT);
+    }
     submit(cx, q, req, op)
 }
 
@@ -259,7 +263,17 @@ pub fn io_done(
     let bdev = io.status;
     req.io = Some(io);
     if matches!(req.followup, Followup::FusedCompare | Followup::FusedWrite) {
+        // A fused pair finishes under its range lock even when a preempt-and-abort marked it
+        // (the pair owns the lock; its fence is released when the request is freed).
         return fused::io_done(cx, q, req, &op, bdev);
+    }
+    if req.aborted.is_some() {
+        // A preempt-and-abort aborted it while at the bdev: whatever the bdev did, the host
+        // hears the abort, and nothing more of the command runs.
+        req.followup = Followup::Single;
+        release(cx.core, req);
+        cx.core.stats_mut().completed_nvme_io += 1;
+        return io_error(q, req, Status::ABORTED_PREEMPT_ABORT);
     }
     if status.is_success() && !q.is_closing() {
         match req.followup {

@@ -55,6 +55,7 @@ pub use io_cmd_bdev::{bdev_status, io_done, resubmit};
 pub use queue::{Queue, QueueRef, QueueRole};
 pub use request::{
     AerDone, NvmeAction, NvmeCtx, NvmeReq, abandon, begin, execute, is_connect, is_read,
+    preempt_abort_mark,
 };
 pub(crate) use resv_cmd::notify_hosts;
 

@@ -30,7 +30,7 @@ use crate::compare_write::Owner;
 use crate::nvme::sgl::{self, DataSgl};
 use crate::nvme::spec::{fctype, io_opc};
 use crate::nvme::{Cqe, Direction, Sqe, Status};
-use crate::target::{Admission, AdmitKind, PgCore};
+use crate::target::{AbortFence, Admission, AdmitKind, PgCore, PreemptAbort};
 
 /// A parked AER to complete on an admin queue: find the request with `cid` and send `cqe`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,6 +112,9 @@ pub struct NvmeReq {
     /// A fused half not finished yet: its queue, and how to disconnect it should the
     /// request be dropped first.
     pub(super) fused_queue: Option<(super::QueueRef, super::DisconnectFn)>,
+    /// A preempt-and-abort aborted the command ([`preempt_abort_mark`]): it ends with
+    /// Command Aborted due to Preempt and Abort, and releases the fence when it is gone.
+    pub(super) aborted: Option<Arc<AbortFence>>,
 }
 
 impl NvmeReq {
@@ -132,6 +135,7 @@ impl NvmeReq {
             second_step: SecondStep::Start,
             caw: None,
             fused_queue: None,
+            aborted: None,
         }
     }
 
@@ -149,6 +153,10 @@ impl NvmeReq {
         self.second_step = SecondStep::Start;
         self.caw = None;
         self.fused_queue = None;
+        if let Some(f) = self.aborted.take() {
+            // Not released through `release` (the command was dropped): it is gone.
+            f.release();
+        }
     }
 
     /// Whether the request holds an admission reference.
@@ -224,6 +232,37 @@ pub(super) fn release(core: &mut PgCore, req: &mut NvmeReq) {
     if let Some((sub, kind)) = req.admitted.take() {
         core.release(sub, kind);
     }
+    if let Some(f) = req.aborted.take() {
+        f.release();
+    }
+}
+
+/// A preempt-and-abort reached this poll group ([`crate::target::Target::preempt_abort`]):
+/// marks `req`, a request of queue `q`, aborted when it is a command of one of the preempted
+/// hosts admitted to the namespace (at the bdev, or waiting to be submitted again), and
+/// holds the fence until it is gone. Returns whether it did. Commands not admitted yet are
+/// not marked: they are checked against the new reservation state when they execute.
+pub fn preempt_abort_mark(
+    q: &Queue,
+    req: &mut NvmeReq,
+    pa: &PreemptAbort,
+    fence: &Arc<AbortFence>,
+) -> bool {
+    if req.aborted.is_some()
+        || req.admitted != Some((pa.sub, AdmitKind::Io(pa.nsid)))
+        || q.subsystem != Some(pa.sub)
+    {
+        return false;
+    }
+    let Some(host) = q.association().map(|c| c.host_id()) else {
+        return false;
+    };
+    if !pa.hosts.contains(&host) {
+        return false;
+    }
+    fence.hold();
+    req.aborted = Some(Arc::clone(fence));
+    true
 }
 
 /// Gives back what a request holds in the poll group (its admission), for a request dropped

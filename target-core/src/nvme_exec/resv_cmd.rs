@@ -12,8 +12,8 @@
 //! Reservation Notification log page and AEN; Reservation Persistence (feature 83h) is the
 //! volume's ([`persistence_feature`]).
 //!
-//! Preempt and Abort waits for the namespace's outstanding commands (the preempted hosts'
-//! among them) before it completes ([`park_until_drained`]); it does not abort them.
+//! Preempt and Abort aborts the preempted hosts' (and SCSI nexuses') commands to the
+//! namespace and completes once they are gone ([`park_until_aborted`]).
 
 use super::queue::Queue;
 use super::request::{AerDone, NvmeAction, NvmeCtx, NvmeReq, admit, complete, release};
@@ -21,7 +21,7 @@ use crate::nvme::resv::{self, ResvCommand, opc};
 use crate::nvme::spec::admin_opc;
 use crate::nvme::{Completion, NamespaceView, Sqe, Status};
 use crate::reservation::{CommandClass, HostId, Initiator, MAX_REGISTRANTS, Notice, NoticeKind};
-use crate::target::{Admission, AdmitKind, PgCore, with_poll_group};
+use crate::target::{Admission, AdmitKind, PgCore, PreemptAbort, with_poll_group};
 
 /// The largest Reservation Status data structure: the extended one with every registrant.
 const REPORT_MAX_LEN: usize =
@@ -78,26 +78,29 @@ pub(super) fn execute(
         Admission::InvalidNamespace => return complete(q, req, Status::INVALID_NAMESPACE),
         Admission::Inactive => return complete(q, req, Status::ABORTED_SQ_DELETION),
     }
-    let (status, drain) = run(cx, req, sub, nsid, who, &cmd);
+    let (status, aborted) = run(cx, req, sub, nsid, who, &cmd);
     release(cx.core, req);
     let data_len = req.data_len;
     req.cqe = q.cqe(&req.sqe, status);
     req.data_len = if status.is_success() { data_len } else { 0 };
-    if drain && park_until_drained(cx, q, req, sub, nsid) {
-        return NvmeAction::Parked;
+    match aborted {
+        Some(pa) => park_until_aborted(cx, q, req, pa),
+        None => NvmeAction::Complete,
     }
-    NvmeAction::Complete
 }
 
-/// Preempt and Abort: the preempted hosts' commands admitted before the preempt may still be
-/// running. The state already refuses their new commands; the Acquire completes (its
-/// completion is ready in `req.cqe`) only once every command admitted to the namespace on
-/// any poll group has finished ([`crate::target::Target`]'s namespace drain). Returns false
-/// when the drain cannot start (the Acquire then completes at once).
-fn park_until_drained(cx: &mut NvmeCtx<'_>, q: &Queue, req: &NvmeReq, sub: u32, nsid: u32) -> bool {
-    let Some(subsystem) = cx.core.subsystem(sub).cloned() else {
-        return false;
-    };
+/// Preempt and Abort: the preempted initiators' commands to the namespace that are already
+/// past the reservation check are aborted on every poll group
+/// ([`crate::target::Target::preempt_abort`]: NVMe hosts' commands end with Command Aborted
+/// due to Preempt and Abort, SCSI nexuses' tasks with TASK ABORTED); the Acquire (its
+/// completion is ready in `req.cqe`) completes once they are gone. Other initiators' commands
+/// are not waited for.
+fn park_until_aborted(
+    cx: &mut NvmeCtx<'_>,
+    q: &Queue,
+    req: &NvmeReq,
+    pa: PreemptAbort,
+) -> NvmeAction {
     let target = std::sync::Arc::clone(cx.core.target());
     let me = q.me;
     let done = AerDone {
@@ -105,10 +108,7 @@ fn park_until_drained(cx: &mut NvmeCtx<'_>, q: &Queue, req: &NvmeReq, sub: u32, 
         cqe: req.cqe,
     };
     let t = std::sync::Arc::clone(&target);
-    target.drain_namespace(&subsystem, nsid, move |r| {
-        if let Err(e) = r {
-            tracing::warn!("Reservation Acquire (preempt and abort): draining failed: {e}");
-        }
+    target.preempt_abort(pa, move || {
         let sent = t.reactors().send_ctrl(me.reactor, move |ctx| {
             with_poll_group(ctx, |pg| pg.parked_done(me.transport, me.key, done));
         });
@@ -116,11 +116,11 @@ fn park_until_drained(cx: &mut NvmeCtx<'_>, q: &Queue, req: &NvmeReq, sub: u32, 
             tracing::warn!("Reservation Acquire (preempt and abort): cannot complete: {e}");
         }
     });
-    true
+    NvmeAction::Parked
 }
 
-/// Runs the command; the `bool` says whether it preempted with abort (wait for the
-/// namespace's outstanding commands before completing).
+/// Runs the command; with a preempt and abort that removed registrants, also what to abort
+/// before completing.
 fn run(
     cx: &mut NvmeCtx<'_>,
     req: &mut NvmeReq,
@@ -128,15 +128,15 @@ fn run(
     nsid: u32,
     who: Initiator,
     cmd: &ResvCommand,
-) -> (Status, bool) {
+) -> (Status, Option<PreemptAbort>) {
     let Some(vol) = cx.core.reservation(sub, nsid).cloned() else {
-        return (Status::INVALID_NAMESPACE, false);
+        return (Status::INVALID_NAMESPACE, None);
     };
     let Initiator::Nvme(host) = who else {
-        return (Status::INTERNAL_ERROR, false);
+        return (Status::INTERNAL_ERROR, None);
     };
     let Some(io) = req.io.as_mut() else {
-        return (Status::INTERNAL_ERROR, false);
+        return (Status::INTERNAL_ERROR, None);
     };
     if let ResvCommand::Report { len, eds } = *cmd {
         // The largest structure (extended, 128 registrants) fits on the stack: no allocation.
@@ -144,7 +144,7 @@ fn run(
         let want = (len as usize).min(req.sgl.len() as usize).min(out.len());
         let n = match vol.read(|s| resv::report(s, eds, &mut out[..want])) {
             Ok(n) => n,
-            Err(s) => return (s, false),
+            Err(s) => return (s, None),
         };
         let mut done = 0;
         for b in io.bufs.iter_mut() {
@@ -157,7 +157,7 @@ fn run(
             done += k;
         }
         req.data_len = done as u32;
-        return (Status::SUCCESS, false);
+        return (Status::SUCCESS, None);
     }
     let mut data = [0u8; 16];
     let need = cmd.data_out_len() as usize;
@@ -172,7 +172,7 @@ fn run(
         }
     }
     if got < need {
-        return (Status::DATA_SGL_LENGTH_INVALID, false);
+        return (Status::DATA_SGL_LENGTH_INVALID, None);
     }
     let r = vol.update(
         |s| resv::execute(cmd, s, host, &data[..need]),
@@ -181,12 +181,13 @@ fn run(
     match r {
         Ok(Ok(fx)) => {
             notify_hosts(cx.core, sub, nsid, &fx.notices);
-            (Status::SUCCESS, !fx.aborted.is_empty())
+            let abort = (!fx.aborted.is_empty()).then(|| PreemptAbort::new(sub, nsid, &fx.aborted));
+            (Status::SUCCESS, abort)
         }
-        Ok(Err(s)) => (s, false),
+        Ok(Err(s)) => (s, None),
         Err(e) => {
             tracing::error!("reservation: writing the ptpl_file failed: {e}");
-            (Status::INTERNAL_ERROR, false)
+            (Status::INTERNAL_ERROR, None)
         }
     }
 }

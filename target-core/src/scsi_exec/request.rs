@@ -35,10 +35,11 @@ pub enum ScsiAction {
     /// initiator, then the status ([`ScsiReq::status`], [`ScsiReq::sense`]). Admission has
     /// been given back.
     Respond,
-    /// PERSISTENT RESERVE OUT with PREEMPT AND ABORT preempted these I_T nexuses
-    /// ([`ScsiReq::take_preempted`]): abort their tasks on the command's LU, on every channel
-    /// (answering them TASK ABORTED, TAS = 1), wait until they are gone, then respond as
-    /// [`ScsiAction::Respond`] does. Admission has been given back.
+    /// PERSISTENT RESERVE OUT with PREEMPT AND ABORT preempted these I_T nexuses and NVMe
+    /// hosts ([`ScsiReq::take_preempted`]): abort the nexuses' tasks on the command's LU, on
+    /// every channel (answering them TASK ABORTED, TAS = 1), and the hosts' commands to the
+    /// namespace ([`crate::target::Target::preempt_abort`]), wait until they are gone, then
+    /// respond as [`ScsiAction::Respond`] does. Admission has been given back.
     AbortPreempted,
 }
 
@@ -141,8 +142,8 @@ pub struct ScsiReq {
     pub(super) caw_step: super::caw::CawStep,
     pub(super) caw_owner: Option<crate::compare_write::Owner>,
     pub(super) caw_lock: Option<crate::compare_write::LockId>,
-    /// The nexuses a PREEMPT AND ABORT preempted ([`ScsiAction::AbortPreempted`]).
-    pub(super) preempted: Option<std::sync::Arc<[crate::reservation::Nexus]>>,
+    /// What a PREEMPT AND ABORT preempted ([`ScsiAction::AbortPreempted`]).
+    pub(super) preempted: Option<crate::target::PreemptAbort>,
 }
 
 impl Default for ScsiReq {
@@ -235,9 +236,9 @@ impl ScsiReq {
         self.phase = Phase::Done;
     }
 
-    /// The I_T nexuses whose tasks on the LU must be aborted before the response
-    /// ([`ScsiAction::AbortPreempted`]).
-    pub fn take_preempted(&mut self) -> Option<std::sync::Arc<[crate::reservation::Nexus]>> {
+    /// The I_T nexuses and NVMe hosts whose commands to the LU must be aborted before the
+    /// response ([`ScsiAction::AbortPreempted`]).
+    pub fn take_preempted(&mut self) -> Option<crate::target::PreemptAbort> {
         self.preempted.take()
     }
 

@@ -16,20 +16,21 @@
 //!    ([`run_pr_out`]).
 //!
 //! PREEMPT AND ABORT ends with [`ScsiAction::AbortPreempted`]: the transport aborts the
-//! preempted nexuses' tasks on the LU and responds once they are gone. Notices become unit
+//! preempted nexuses' tasks on the LU and the preempted NVMe hosts' commands to the
+//! namespace, and responds once they are gone. Notices become unit
 //! attentions in the nexus's queue of the LU.
 
 use super::nexus::ItNexus;
 use super::nexus_ua::NexusUnitAttentions;
 use super::request::{Phase, ScsiAction, ScsiReq};
-use crate::reservation::{Initiator, Nexus, Notice};
+use crate::reservation::{Initiator, Notice};
 use crate::scsi::pr_in::{PERSISTENT_RESERVE_IN, decode_pr_in, execute_pr_in};
 use crate::scsi::pr_out::{PERSISTENT_RESERVE_OUT, PrStatus, decode_pr_out, execute_pr_out};
 use crate::scsi::reserve::{RELEASE_6, RELEASE_10, RESERVE_6, RESERVE_10, execute_reserve_release};
 use crate::scsi::sense::SenseKey;
 use crate::scsi::ua::UnitAttention;
 use crate::scsi::{ScsiStatus, Sense, Verdict, pr_access};
-use crate::target::PgCore;
+use crate::target::{PgCore, PreemptAbort};
 
 /// What the reservation step decided for a command.
 pub(super) enum ResvStep {
@@ -162,25 +163,11 @@ pub(super) fn run_pr_out(
         |r| (r.status == PrStatus::Good).then_some(&r.effects.notices[..]),
     );
     crate::nvme_exec::notify_hosts(core, req.sub, nsid, &r.effects.notices);
-    // PREEMPT AND ABORT: the preempted SCSI nexuses' tasks on the LU are aborted
-    // before the command completes (the transport does it).
-    let nexuses: std::sync::Arc<[Nexus]> = r
-        .effects
-        .aborted
-        .iter()
-        .filter_map(|w| match w {
-            Initiator::Scsi(n) => Some(*n),
-            Initiator::Nvme(_) => None,
-        })
-        .collect();
-    if nexuses.len() < r.effects.aborted.len() {
-        tracing::info!(
-            "PERSISTENT RESERVE OUT: PREEMPT AND ABORT preempted NVMe host(s); their \
-             commands are not aborted from SCSI (later ones conflict)"
-        );
-    }
-    if !nexuses.is_empty() {
-        req.preempted = Some(nexuses);
+    // PREEMPT AND ABORT: the preempted SCSI nexuses' tasks on the LU and NVMe hosts'
+    // commands to the namespace are aborted before the command completes (the transport
+    // does it).
+    if !r.effects.aborted.is_empty() {
+        req.preempted = Some(PreemptAbort::new(req.sub, nsid, &r.effects.aborted));
     }
     match r.status {
         PrStatus::Good => req.status = ScsiStatus::Good,

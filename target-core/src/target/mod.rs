@@ -10,6 +10,7 @@ mod error;
 pub mod listener_io;
 mod lu_modes;
 mod poll_group;
+mod preempt_abort;
 pub mod scsi_port;
 mod state;
 mod subsystem;
@@ -32,6 +33,7 @@ pub use poll_group::{
     Admission, AdmitKind, NsGroup, NsInfo, PgCore, PgStats, PollGroup, TAG_MASK,
     resume_transport_request, with_poll_group, with_transport_pg,
 };
+pub use preempt_abort::{AbortFence, PreemptAbort};
 pub use state::{PauseScope, SubsystemState};
 pub use subsystem::{
     AdrFam, ControllerInfo, DEFAULT_MAX_NAMESPACES, DEFAULT_MODEL, DEFAULT_SERIAL, DISCOVERY_NQN,
@@ -1177,29 +1179,6 @@ impl Target {
         if let Err(e) = sent {
             tracing::debug!("cannot tell the poll groups of a discovery change: {e}");
         }
-    }
-
-    /// Waits for every command admitted to namespace `nsid` of `sub` on any poll group to
-    /// complete (the namespace is paused, which drains them, and resumed; commands arriving
-    /// meanwhile queue and are replayed), then calls `done` on whichever thread finished the
-    /// change. For a Reservation Acquire (preempt and abort): once it has returned, none of
-    /// the preempted hosts' commands admitted before the preempt can still touch the bdev.
-    pub(crate) fn drain_namespace(
-        self: &Arc<Self>,
-        sub: &Arc<Subsystem>,
-        nsid: u32,
-        done: impl FnOnce(Result<(), CoreError>) + Send + 'static,
-    ) {
-        let f: state::ModifyFn = Box::new(|_| Ok((0, None)));
-        state::submit(
-            self,
-            sub,
-            Change::Modify {
-                scope: PauseScope::Namespace(nsid),
-                f,
-            },
-            Box::new(move |r| done(r.map(|_| ()))),
-        );
     }
 
     // ----- pause / resume -----

@@ -995,6 +995,24 @@ impl PollGroup {
         }
     }
 
+    /// Hands a preempt-and-abort to every transport of this poll group (see
+    /// [`Target::preempt_abort`](super::Target::preempt_abort)).
+    pub(crate) fn preempt_abort(
+        &mut self,
+        pa: &super::PreemptAbort,
+        fence: &Arc<super::AbortFence>,
+    ) {
+        let mut n = 0;
+        for t in self.transports.iter_mut().flatten() {
+            n += t.preempt_abort(&mut self.core, pa, fence);
+        }
+        tracing::info!(
+            "poll group {}: preempt and abort on namespace {}: {n} aborted command(s) in flight",
+            self.core.index(),
+            pa.nsid
+        );
+    }
+
     /// Completes a parked command of transport `transport`'s connection `queue` (see
     /// `TransportPollGroup::parked_done`).
     pub(crate) fn parked_done(

@@ -2,7 +2,8 @@
 # own host NQN and host id) on one subsystem: `nvme resv-register/acquire/report/release`
 # through each host's controller; while host A holds Write Exclusive, host B's write
 # (io-passthru) gets Reservation Conflict and its read passes; B preempts A, after which A's
-# writes conflict; release and clear free the namespace. Then an ib_srp login to the same
+# writes conflict; release and clear free the namespace; B's Preempt and Abort (RACQA 010b)
+# of A leaves B the holder and A's writes conflicting. Then an ib_srp login to the same
 # subsystem (its LUN 0 is the same bdev): the NVMe host's Write Exclusive refuses the SRP
 # initiator's WRITE(10) (sg_raw: RESERVATION CONFLICT) but not its READ(10), and sg_persist
 # shows the NVMe host's key; the SRP initiator's Exclusive Access (sg_persist) refuses the
@@ -83,6 +84,17 @@ assert_eq "$(jq -c '[.regctlext[].rkey]' <<< "$r")" "[178]" "keys after the pree
 ok "B releases" nvme resv-release "$B" -n 1 --crkey=0xb2 --rtype=1 --rrela=0
 assert_eq "$(report "$A" | jq .rtype)" 0 "reservation type after the release"
 ok "A's write after the release" nvme_io "$A" write
+# Preempt and Abort (RACQA 010b): A holds Write Exclusive again, B preempts and aborts it.
+ok "A registers 0xa1 again" nvme resv-register "$A" -n 1 --nrkey=0xa1 --rrega=0
+ok "A acquires Write Exclusive again" nvme resv-acquire "$A" -n 1 --crkey=0xa1 --rtype=1 --racqa=0
+ok "B preempts and aborts A" \
+  nvme resv-acquire "$B" -n 1 --crkey=0xb2 --prkey=0xa1 --rtype=1 --racqa=2
+expect_conflict "A's write after the preempt and abort" nvme_io "$A" write
+ok "B's write after the preempt and abort" nvme_io "$B" write
+r=$(report "$A")
+log "report after the preempt and abort: $(jq -c . <<< "$r")"
+assert_eq "$(jq -c '[.rtype, [.regctlext[] | [.rkey, .rcsts]]]' <<< "$r")" "[1,[[178,1]]]" \
+  "B holds Write Exclusive, A is gone"
 ok "B clears" nvme resv-release "$B" -n 1 --crkey=0xb2 --rrela=1
 assert_eq "$(report "$A" | jq .regctl)" 0 "registrants after the clear"
 

@@ -112,38 +112,56 @@ pub fn assert_registration_preempted(
     assert_eq!(notification(b_admin).1, 0, "the requester is not notified");
 }
 
-/// Preempt and Abort waits for the preempted host's commands: `a` (holding a reservation with
+/// Submits a one-block write of `lba` on `q` and waits until `gate` holds `held` I/Os (the
+/// write among them). Returns its CID.
+pub fn write_held(q: &mut impl NvmeQueue, gate: &crate::gate::Gate, lba: u64, held: usize) -> u16 {
+    use std::time::{Duration, Instant};
+    let cid = q
+        .submit_cmd(
+            crate::nvme_host::write_sqe(1, lba, 1),
+            Some(&[0x11; 512]),
+            0,
+        )
+        .expect("submit the write");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while gate.held() < held {
+        assert!(
+            Instant::now() < deadline,
+            "the write never reached the bdev"
+        );
+        q.poll_once().expect("poll");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    cid
+}
+
+/// Submits `b`'s Preempt and Abort (key `b_key`, preempting `a_key`, taking Write Exclusive)
+/// and returns its CID.
+pub fn submit_preempt_and_abort(b: &mut impl NvmeQueue, b_key: u64, a_key: u64) -> u16 {
+    b.submit_cmd(
+        resv_sqe(opc::ACQUIRE, 2 | WE << 8),
+        Some(&keys(b_key, a_key)),
+        0,
+    )
+    .expect("submit Preempt and Abort")
+}
+
+/// Preempt and Abort aborts the preempted host's commands: `a` (holding a reservation with
 /// key `a_key`) has a write held in the bdev behind `gate`; `b`'s Preempt and Abort (key
-/// `b_key`, taking Write Exclusive) does not complete while the write is held, completes once
-/// the gate opens, the held write succeeds, and `a`'s next write conflicts while `b`'s passes.
-pub fn preempt_and_abort_waits(
+/// `b_key`, taking Write Exclusive) cannot recall it, so it does not complete while the write
+/// is held; once the gate opens it completes, the held write ends with Command Aborted due
+/// to Preempt and Abort (never success), and `a`'s next write conflicts while `b`'s passes.
+pub fn preempt_and_abort_aborts(
     a: &mut impl NvmeQueue,
     b: &mut impl NvmeQueue,
     gate: &crate::gate::Gate,
     a_key: u64,
     b_key: u64,
 ) {
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
     gate.close();
-    let held = a
-        .submit_cmd(crate::nvme_host::write_sqe(1, 0, 1), Some(&[0x11; 512]), 0)
-        .expect("submit the write");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while gate.held() == 0 {
-        assert!(
-            Instant::now() < deadline,
-            "the write never reached the bdev"
-        );
-        a.poll_once().expect("poll");
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let preempt = b
-        .submit_cmd(
-            resv_sqe(opc::ACQUIRE, 2 | WE << 8),
-            Some(&keys(b_key, a_key)),
-            0,
-        )
-        .expect("submit Preempt and Abort");
+    let held = write_held(a, gate, 0, 1);
+    let preempt = submit_preempt_and_abort(b, b_key, a_key);
     b.assert_none_complete_for(&[preempt], Duration::from_millis(300));
     gate.open();
     let done = b.wait_cmd(preempt).expect("completion");
@@ -151,8 +169,8 @@ pub fn preempt_and_abort_waits(
     let done = a.wait_cmd(held).expect("completion");
     assert_eq!(
         done.cqe.status,
-        Status::SUCCESS,
-        "the write admitted before the preempt"
+        Status::ABORTED_PREEMPT_ABORT,
+        "the write at the bdev when the preempt came"
     );
     assert_eq!(
         super::write_status(a, 1),

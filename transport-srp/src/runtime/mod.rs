@@ -160,6 +160,8 @@ struct Waiter {
     done: Option<Step<()>>,
     /// The cross-poll-group abort this waiter belongs to.
     abort_id: u64,
+    /// A preempt-and-abort from another protocol: released when the tasks are gone.
+    fence: Option<Arc<target_core::target::AbortFence>>,
 }
 
 /// The SRP transport's state on one poll group.
@@ -498,6 +500,15 @@ impl TransportPollGroup for SrpPg {
         // READ CAPACITY answers from the LU map: rebuild it with the new sizes.
         self.scsi.invalidate(subsystem);
         self.raise_capacity_changed(core, subsystem, nsids);
+    }
+
+    fn preempt_abort(
+        &mut self,
+        core: &mut PgCore,
+        pa: &target_core::target::PreemptAbort,
+        fence: &Arc<target_core::target::AbortFence>,
+    ) -> u32 {
+        self.preempt_abort_tasks(core, pa, fence)
     }
 
     fn alua_changed(&mut self, core: &mut PgCore, subsystem: u32, nsids: &[u32]) {

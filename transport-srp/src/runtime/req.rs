@@ -26,7 +26,9 @@ use target_core::reservation::InitiatorPort;
 use target_core::scsi::task_order::TaskAttribute;
 use target_core::scsi::{self, PROTOCOL_ID_SRP, ScsiIo, Sense, SenseKey, TargetPort};
 use target_core::scsi_exec::{ItNexus, ScsiAction, ScsiCommand, ScsiEngine, ScsiReq};
-use target_core::target::{ListenAddr, PgCore, Subsystem, scsi_port, with_transport_pg};
+use target_core::target::{
+    AbortFence, ListenAddr, PgCore, PreemptAbort, Subsystem, scsi_port, with_transport_pg,
+};
 
 use super::channel_driver::{iu_bytes, srq_bufs};
 use super::descriptors::{self, XferError};
@@ -236,9 +238,9 @@ pub(crate) struct AbortSpec {
     sub: u32,
     lun: u16,
     scope: SpecScope,
-    /// The nexus that asked: its own aborted tasks are not answered; another nexus's are,
-    /// with TASK ABORTED (TAS = 1), when `answer_others`.
-    requester: NexusKey,
+    /// The nexus that asked (none: an NVMe host): its own aborted tasks are not answered;
+    /// another nexus's are, with TASK ABORTED (TAS = 1), when `answer_others`.
+    requester: Option<NexusKey>,
     answer_others: bool,
     /// The poll group the task management request arrived on and its arrival there: tasks
     /// that arrived after it on that poll group are not its business (SAM: a reset aborts the
@@ -433,17 +435,23 @@ impl SrpPg {
                 true
             }
             ScsiAction::AbortPreempted => {
-                let Some(who) = r.exec.take_preempted() else {
+                let Some(pa) = r.exec.take_preempted() else {
                     r.stage = Stage::Respond;
                     return true;
                 };
+                let who = std::sync::Arc::clone(&pa.nexuses);
+                // NVMe hosts it preempted: their commands are aborted after the nexuses'.
+                let then = (!pa.no_hosts()).then(|| PreemptAbort {
+                    nexuses: std::sync::Arc::new([]),
+                    ..pa
+                });
                 let c = &self.chans[key as usize];
                 let r = &c.reqs[slot as usize];
                 let spec = AbortSpec {
                     sub: c.sub_id,
                     lun: r.lun.unwrap_or(0),
                     scope: SpecScope::Preempted(who),
-                    requester: c.nexus,
+                    requester: Some(c.nexus),
                     answer_others: true,
                     arrived: (self.index, r.arrival),
                 };
@@ -453,7 +461,7 @@ impl SrpPg {
                 );
                 let serial = r.serial;
                 self.chans[key as usize].reqs[slot as usize].stage = Stage::TmWait;
-                self.abort_everywhere(spec, key, slot, serial);
+                self.abort_everywhere(spec, key, slot, serial, then);
                 false
             }
         }
@@ -1211,7 +1219,7 @@ impl SrpPg {
                         AbortScope::NexusOnLun => SpecScope::Nexus(nexus),
                         AbortScope::AllOnLun => SpecScope::All,
                     },
-                    requester: nexus,
+                    requester: Some(nexus),
                     answer_others: true,
                 };
                 if reset_lun {
@@ -1222,7 +1230,7 @@ impl SrpPg {
                 r.stage = Stage::TmWait;
                 r.tm_code = TmResponse::Complete;
                 let serial = r.serial;
-                self.abort_everywhere(spec, key, slot, serial);
+                self.abort_everywhere(spec, key, slot, serial, None);
             }
         }
     }
@@ -1230,8 +1238,16 @@ impl SrpPg {
     /// Aborts matching tasks on every poll group, then answers the task management request
     /// `(key, slot, serial)` on this one. Two rounds over the poll groups: the first marks the
     /// tasks aborted everywhere (so none of them answers any more), the second waits on each
-    /// poll group until its aborted tasks are gone.
-    fn abort_everywhere(&mut self, spec: AbortSpec, key: u16, slot: u16, serial: u16) {
+    /// poll group until its aborted tasks are gone. `then`: NVMe hosts a PREEMPT AND ABORT
+    /// preempted, whose commands are aborted afterwards, before the answer.
+    fn abort_everywhere(
+        &mut self,
+        spec: AbortSpec,
+        key: u16,
+        slot: u16,
+        serial: u16,
+        then: Option<PreemptAbort>,
+    ) {
         let index = self.shared.index;
         self.abort_seq += 1;
         let id = (self.index as u64) << 48 | self.abort_seq;
@@ -1257,6 +1273,26 @@ impl SrpPg {
                         }
                     },
                     move |rctx, _| {
+                        if let Some(pa) = then {
+                            let reactor = rctx.index();
+                            let target = with_transport_pg::<SrpPg, _>(rctx, index, |_, core| {
+                                std::sync::Arc::clone(core.target())
+                            });
+                            if let Some(target) = target {
+                                let t = std::sync::Arc::clone(&target);
+                                target.preempt_abort(pa, move || {
+                                    let sent = t.reactors().send_ctrl(reactor, move |rctx| {
+                                        with_transport_pg::<SrpPg, _>(rctx, index, |pg, core| {
+                                            pg.tm_finished(core, key, slot, serial)
+                                        });
+                                    });
+                                    if sent.is_err() {
+                                        tracing::warn!("SRP: PREEMPT AND ABORT cannot complete");
+                                    }
+                                });
+                                return;
+                            }
+                        }
                         with_transport_pg::<SrpPg, _>(rctx, index, |pg, core| {
                             pg.tm_finished(core, key, slot, serial)
                         });
@@ -1272,17 +1308,60 @@ impl SrpPg {
         }
     }
 
+    /// A preempt-and-abort from an NVMe host (or the NVMe part of one): aborts the
+    /// preempted nexuses' tasks on the LU here (TASK ABORTED) and holds `fence` until those
+    /// still in flight are gone. Returns how many are.
+    pub(super) fn preempt_abort_tasks(
+        &mut self,
+        core: &mut PgCore,
+        pa: &PreemptAbort,
+        fence: &std::sync::Arc<AbortFence>,
+    ) -> u32 {
+        if pa.nexuses.is_empty() || pa.nsid == 0 || pa.nsid > u32::from(u16::MAX) + 1 {
+            return 0;
+        }
+        self.abort_seq += 1;
+        let id = (self.index as u64) << 48 | self.abort_seq;
+        let spec = AbortSpec {
+            sub: pa.sub,
+            lun: (pa.nsid - 1) as u16,
+            scope: SpecScope::Preempted(std::sync::Arc::clone(&pa.nexuses)),
+            requester: None,
+            answer_others: true,
+            // No order against tasks here: every one that passed the check is aborted.
+            arrived: (usize::MAX, 0),
+        };
+        let w = self.abort_matching_counted(core, spec, id);
+        let n = self.waiters.get(w as usize).map_or(0, |x| x.remaining);
+        if n > 0
+            && let Some(x) = self.waiters.get_mut(w as usize)
+        {
+            fence.hold();
+            x.fence = Some(std::sync::Arc::clone(fence));
+        }
+        self.waiter_arm(w);
+        n
+    }
+
     /// First round of a cross-poll-group abort: mark the tasks here.
     fn abort_mark(&mut self, core: &mut PgCore, spec: AbortSpec, id: u64) {
+        let w = self.abort_matching_counted(core, spec, id);
+        self.waiter_arm(w);
+    }
+
+    /// Aborts the tasks `spec` selects here, counted on a new waiter of abort `id` (not
+    /// armed yet), which it returns.
+    fn abort_matching_counted(&mut self, core: &mut PgCore, spec: AbortSpec, id: u64) -> u32 {
         let w = self.waiters.insert(Waiter {
             remaining: 0,
             armed: false,
             done: None,
             abort_id: id,
+            fence: None,
         }) as u32;
         self.aborts.insert(id, w);
         self.abort_matching(core, spec, w);
-        self.waiter_arm(w);
+        w
     }
 
     /// Second round: answer when the tasks marked here are gone.
@@ -1324,6 +1403,9 @@ impl SrpPg {
         if let Some(s) = waiter.done {
             s.next(Ok(()));
         }
+        if let Some(f) = waiter.fence {
+            f.release();
+        }
     }
 
     fn tm_finished(&mut self, core: &mut PgCore, key: u16, slot: u16, serial: u16) {
@@ -1357,7 +1439,7 @@ impl SrpPg {
             if !chan_ok {
                 continue;
             }
-            let answer = spec.answer_others && c.nexus != spec.requester;
+            let answer = spec.answer_others && Some(c.nexus) != spec.requester;
             for (i, r) in c.reqs.iter().enumerate() {
                 if r.stage == Stage::Free || r.tm || r.lun != Some(spec.lun) {
                     continue;
