@@ -105,6 +105,9 @@ fn flush_and_fua_make_cached_writes_visible_to_another_client() {
     let cache = ConfMap(vec![
         ("mon_host".into(), mon_host),
         ("rbd_cache".into(), "true".into()),
+        // Pacific's default policy is writearound: writes go to the OSD at once and the test
+        // raced the OSD applying them (CI: "no write stayed in the writer's cache").
+        ("rbd_cache_policy".into(), "writeback".into()),
         ("rbd_cache_writethrough_until_flush".into(), "false".into()),
         ("rbd_cache_max_dirty_age".into(), "60".into()),
     ]);
