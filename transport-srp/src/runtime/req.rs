@@ -353,15 +353,24 @@ impl SrpPg {
         self.drive(core, key, slot);
     }
 
-    /// A request queued by admission is replayed.
-    pub(super) fn resume(&mut self, core: &mut PgCore, t: u64) {
-        let (key, slot, serial) = untoken(t);
-        let Some(r) = self
-            .chans
+    /// The request in `slot` of channel `key`, if both exist.
+    fn req_mut(&mut self, key: u16, slot: u16) -> Option<&mut Req> {
+        self.chans
             .get_mut(key as usize)
             .and_then(|c| c.reqs.get_mut(slot as usize))
-            .filter(|r| r.serial == serial && r.stage == Stage::Admit)
-        else {
+    }
+
+    /// The request a token names, if it is still that request (same serial) and at `stage`.
+    fn token_req_mut(&mut self, t: u64, stage: Stage) -> Option<(u16, u16, &mut Req)> {
+        let (key, slot, serial) = untoken(t);
+        self.req_mut(key, slot)
+            .filter(|r| r.serial == serial && r.stage == stage)
+            .map(|r| (key, slot, r))
+    }
+
+    /// A request queued by admission is replayed.
+    pub(super) fn resume(&mut self, core: &mut PgCore, t: u64) {
+        let Some((key, slot, r)) = self.token_req_mut(t, Stage::Admit) else {
             return;
         };
         r.stage = Stage::Core;
@@ -979,10 +988,7 @@ impl SrpPg {
         }
         let out = c.sm.handle(Event::CompletionError);
         self.run(core, key, out);
-        if let Some(r) = self
-            .chans
-            .get_mut(key as usize)
-            .and_then(|c| c.reqs.get_mut(slot as usize))
+        if let Some(r) = self.req_mut(key, slot)
             && responded
             && r.sq_wrs == 0
         {
@@ -1046,11 +1052,7 @@ impl SrpPg {
     /// An aborted request to be answered (another nexus aborted it) whose work is over: it
     /// now ends with TASK ABORTED (the next drive responds).
     fn answer_task_aborted(&mut self, core: &mut PgCore, key: u16, slot: u16) {
-        let Some(r) = self
-            .chans
-            .get_mut(key as usize)
-            .and_then(|c| c.reqs.get_mut(slot as usize))
-        else {
+        let Some(r) = self.req_mut(key, slot) else {
             return;
         };
         r.aborted = false;
@@ -1145,13 +1147,7 @@ impl SrpPg {
     pub(super) fn wake_dormant(&mut self, core: &mut PgCore) -> usize {
         let mut n = 0;
         while let Some(t) = self.task_ready.pop_front() {
-            let (key, slot, serial) = untoken(t);
-            let Some(r) = self
-                .chans
-                .get_mut(key as usize)
-                .and_then(|c| c.reqs.get_mut(slot as usize))
-                .filter(|r| r.serial == serial && r.stage == Stage::Dormant)
-            else {
+            let Some((key, slot, r)) = self.token_req_mut(t, Stage::Dormant) else {
                 continue;
             };
             r.stage = Stage::Core;
@@ -1410,9 +1406,7 @@ impl SrpPg {
 
     fn tm_finished(&mut self, core: &mut PgCore, key: u16, slot: u16, serial: u16) {
         let ok = self
-            .chans
-            .get_mut(key as usize)
-            .and_then(|c| c.reqs.get_mut(slot as usize))
+            .req_mut(key, slot)
             .filter(|r| r.serial == serial && r.stage == Stage::TmWait)
             .map(|r| r.stage = Stage::Respond)
             .is_some();
@@ -1480,11 +1474,7 @@ impl SrpPg {
         w: Option<u32>,
         answer: bool,
     ) -> bool {
-        let Some(r) = self
-            .chans
-            .get_mut(key as usize)
-            .and_then(|c| c.reqs.get_mut(slot as usize))
-        else {
+        let Some(r) = self.req_mut(key, slot) else {
             return false;
         };
         // A task already aborted silently (its own nexus's abort, a failed transfer, its
@@ -1496,15 +1486,12 @@ impl SrpPg {
             // It never ran: out of the task set (the tasks behind it may go), then ended
             // as a request that has not started its work.
             self.leave_task_set(key, slot);
-            let Some(r) = self
-                .chans
-                .get_mut(key as usize)
-                .and_then(|c| c.reqs.get_mut(slot as usize))
-            else {
+            let Some(r) = self.req_mut(key, slot) else {
                 return false;
             };
             r.stage = Stage::Core;
         }
+        // Borrows the channels only: the waiters are counted while `r` is held.
         let Some(r) = self
             .chans
             .get_mut(key as usize)
