@@ -446,6 +446,9 @@ impl IoChannel {
         if self.qos.enabled()
             && (!self.throttled.is_empty() || !self.qos.admit(&io.op, self.block_size, now_ns))
         {
+            if self.throttled.is_empty() {
+                self.qos.backlog_started();
+            }
             self.throttled.push_back(io);
             return Ok(());
         }
@@ -462,7 +465,7 @@ impl IoChannel {
     }
 
     /// Starts the throttled I/Os the current timeslice admits, in order (all of them once the
-    /// limits are lifted).
+    /// limits are lifted). Called with a non-empty queue.
     fn release_throttled(&mut self, now_ns: u64) {
         while let Some(io) = self.throttled.pop_front() {
             if self.qos.enabled() && !self.qos.admit(&io.op, self.block_size, now_ns) {
@@ -475,6 +478,7 @@ impl IoChannel {
                 return;
             }
         }
+        self.qos.backlog_ended();
     }
 
     fn compare_by_reading(&mut self, mut io: Box<BdevIo>) {
@@ -611,6 +615,15 @@ impl IoChannel {
             + self.rejected_overflow.len()
             + compares
             + self.throttled.len()
+    }
+}
+
+impl Drop for IoChannel {
+    fn drop(&mut self) {
+        if !self.throttled.is_empty() {
+            // Its waiting I/Os go with it: they no longer call for made-up timeslices.
+            self.qos.backlog_ended();
+        }
     }
 }
 
