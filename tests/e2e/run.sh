@@ -35,6 +35,7 @@
 # RTGT_E2E_OUT (where run directories go), RTGT_E2E_TIMEOUT (each guest, seconds),
 # RTGT_E2E_SCENARIO_TIMEOUT (default per scenario, seconds), RTGT_E2E_BINS (extra guest
 # binaries), RTGT_E2E_MEM (MiB, 2048), RTGT_E2E_SMP (2), RTGT_E2E_ACCEL (tcg,thread=multi),
+# RTGT_E2E_APPEND (more guest kernel parameters, e.g. "clocksource=tsc tsc=reliable"),
 # RTGT_E2E_KERNEL (as --kernel), RTGT_E2E_NETNS_SETUP (as --netns-setup).
 #
 # Prints one line per scenario (PASS/FAIL name (seconds)), the logs of each failure, one line
@@ -374,7 +375,7 @@ run_guest() {
     local qemu=(qemu-system-x86_64 -accel "${RTGT_E2E_ACCEL:-tcg,thread=multi}" -cpu max
       -m "${RTGT_E2E_MEM:-2048}" -smp "${RTGT_E2E_SMP:-2}" -no-reboot -nic none
       -kernel "$gdir/vmlinuz" -initrd "$gdir/initrd.img"
-      -append "console=ttyS0 panic=-1 quiet loglevel=4"
+      -append "console=ttyS0 panic=-1 quiet loglevel=4${RTGT_E2E_APPEND:+ $RTGT_E2E_APPEND}"
       -virtfs "local,path=$R_GUEST_OUT,mount_tag=e2e,security_model=none,id=e2e")
     if [ -n "$ns" ]; then
       qemu=(ip netns exec "$ns" "${qemu[@]}"

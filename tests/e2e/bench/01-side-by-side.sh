@@ -19,14 +19,24 @@
 # and the kernel targets do not poll either; set it to "" for rtgt's default 200 us),
 # BENCH_PARTS ("nvme srp tcp"). Each job also records the guest's CPU use
 # (all vCPUs, from /proc/stat; 100 = one vCPU) and, for rtgt, the daemon's own.
+# BENCH_PERF (a job name, e.g. seqread-128k-qd8; needs RTGT_E2E_BINS=/usr/bin/perf on the host):
+# in round 1 that job runs under `perf record -a -g` (cpu-clock, both vCPUs), and
+# perf-<target>-<job>.txt holds where the guest's CPU went, by command and by kernel or user
+# symbol, for each target side by side.
 # e2e-timeout: 1800
 
 ROUNDS=${BENCH_ROUNDS:-3}
+log "guest clocksource: $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)" \
+  "(available: $(cat /sys/devices/system/clocksource/clocksource0/available_clocksource))"
 RUNTIME=${BENCH_RUNTIME:-10}
 SIZE=${BENCH_SIZE_MIB:-1024}
 MASK=${BENCH_RTGT_MASK-0x1}
 RTGT_ARGS=${BENCH_RTGT_ARGS---idle-sleep-us 0}
 PARTS=${BENCH_PARTS:-nvme srp tcp}
+PERF_JOB=${BENCH_PERF:-}
+if [ -n "$PERF_JOB" ] && [ ! -x "$E2E_BIN/perf" ]; then
+  fail "BENCH_PERF=$PERF_JOB needs perf in the guest: run with RTGT_E2E_BINS=/usr/bin/perf"
+fi
 OUT=$E2E_LOGDIR/side-by-side.json
 NQN=nqn.2016-06.io.rtgt:bench
 echo '{}' > "$OUT"
@@ -51,12 +61,19 @@ bench_jobs() {
     local name=${j%%:*} opts=${j#*:} f
     f=$E2E_LOGDIR/$label-$name-$round.json
     local c0 r0 c1 r1 t0 t1
+    local perf_pid=
+    if [ "$name" = "$PERF_JOB" ] && [ "$round" = 1 ]; then
+      "$E2E_BIN/perf" record -q -a -g -F 499 -o "$E2E_LOGDIR/perf-$label-$name.data" \
+        -- sleep $((RUNTIME + 2)) > /dev/null 2>&1 &
+      perf_pid=$!
+    fi
     read -r c0 t0 <<< "$(cpu_ticks)"; r0=$(rtgt_ticks); s0=$(date +%s.%N)
     # shellcheck disable=SC2086
     fio_json "$label-$name-$round" --name="$name" --filename="$dev" --direct=1 --ioengine=libaio \
       $opts --time_based --runtime="$RUNTIME" --ramp_time=2 --numjobs=1 \
       || fail "fio $name on $label ($dev) failed"
     read -r c1 t1 <<< "$(cpu_ticks)"; r1=$(rtgt_ticks); s1=$(date +%s.%N)
+    [ -z "$perf_pid" ] || perf_summary "$perf_pid" "$label-$name"
     local gcpu tcpu ncpu hz
     ncpu=$(nproc); hz=$(getconf CLK_TCK 2> /dev/null || echo 100)
     gcpu=$(awk -v a="$c0" -v b="$c1" -v x="$t0" -v y="$t1" -v n="$ncpu" \
@@ -78,6 +95,21 @@ bench_jobs() {
     log "round $round $label $name: $(jq -r --arg l "$label" --arg n "$name" \
       '.[$l][$n].runs[-1] | "\(.iops | floor) IOPS, \(.mib_s | floor) MiB/s, mean \(.lat_us_mean | floor) us, guest CPU \(.guest_cpu_percent)%, rtgt \(.rtgt_cpu_percent)%"' "$OUT")"
   done
+}
+
+# perf_summary PID NAME: waits for the perf record PID, writes perf-NAME.txt (the guest's CPU by
+# command, then by command and symbol, no call chains) and removes the raw data.
+perf_summary() {
+  wait "$1" || fail "perf record for $2 failed"
+  local d=$E2E_LOGDIR/perf-$2.data t=$E2E_LOGDIR/perf-$2.txt
+  { echo "# perf record -a -g -F 499 during $2 (both vCPUs, cpu-clock)"
+    "$E2E_BIN/perf" report -i "$d" --stdio --no-children --sort comm --percent-limit 1 2> /dev/null \
+      | grep -v '^$'
+    "$E2E_BIN/perf" report -i "$d" --stdio --no-children -g none --sort comm,dso,sym \
+      --percent-limit 0.7 2> /dev/null | grep -v '^$'
+  } > "$t"
+  rm -f "$d"
+  log "perf profile of $2: $(basename "$t") ($(grep -c '%' "$t") lines)"
 }
 
 rtgt_common() { # TRTYPE PORT
@@ -177,7 +209,8 @@ jq '. as $r
         | from_entries)
     | .conditions = {rounds: '"$ROUNDS"', runtime_s: '"$RUNTIME"', size_mib: '"$SIZE"', rtgt_cpumask: "'"$MASK"'",
                      rtgt_args: "'"$RTGT_ARGS"'",
-                     vcpus: '"$(nproc)"', kernel: "'"$(uname -r)"'"}' \
+                     vcpus: '"$(nproc)"', kernel: "'"$(uname -r)"'",
+                     clocksource: "'"$(cat /sys/devices/system/clocksource/clocksource0/current_clocksource)"'"}' \
   "$OUT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"
 log "ratios rtgt/kernel: $(jq -c '.ratios' "$OUT")"
 cat "$OUT"
