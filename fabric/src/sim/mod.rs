@@ -20,6 +20,7 @@
 
 mod cm;
 mod qp;
+mod ring;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
@@ -28,7 +29,6 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::ArrayQueue;
 use parking_lot::{Condvar, Mutex, RwLock};
 use slab::Slab;
 
@@ -1285,13 +1285,13 @@ impl SChannel {
     }
 }
 
-/// A simulated completion queue: a bounded lock-free FIFO (producers are whichever threads
-/// execute work requests; pollers never take a lock, so a reactor spinning on an empty queue
-/// costs nothing to the producers).
+/// A simulated completion queue: a bounded lock-free FIFO ([`ring::WcRing`]; producers are
+/// whichever threads execute work requests; pollers never take a lock, so a reactor spinning
+/// on an empty queue costs nothing to the producers).
 pub(crate) struct SCq {
     handle: u64,
     dev: Arc<SDevice>,
-    q: ArrayQueue<WorkCompletion>,
+    q: ring::WcRing,
     /// 0: not armed; [`ARMED_ANY`]; [`ARMED_SOLICITED`].
     armed: AtomicU8,
     channel: Option<Arc<SChannel>>,
@@ -1312,7 +1312,7 @@ impl SCq {
         Ok(Arc::new(SCq {
             handle: crate::next_handle(),
             dev: Arc::clone(dev),
-            q: ArrayQueue::new(cqe.max(1) as usize),
+            q: ring::WcRing::new(cqe as usize),
             armed: AtomicU8::new(0),
             channel: ch,
         }))
@@ -1332,17 +1332,7 @@ impl SCq {
 
     #[inline]
     pub(crate) fn poll(&self, out: &mut [WorkCompletion]) -> usize {
-        let mut n = 0;
-        for slot in out.iter_mut() {
-            match self.q.pop() {
-                Some(wc) => {
-                    *slot = wc;
-                    n += 1;
-                }
-                None => break,
-            }
-        }
-        n
+        self.q.pop_into(out)
     }
 
     pub(crate) fn req_notify(&self, solicited_only: bool) {
