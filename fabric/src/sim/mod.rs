@@ -20,6 +20,7 @@
 
 mod cm;
 mod qp;
+mod recv;
 mod ring;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -39,6 +40,7 @@ use crate::verbs::{Device, DeviceImpl};
 
 pub(crate) use cm::{SCmId, SEventChannel};
 pub(crate) use qp::{SQp, SQpHandle};
+pub(crate) use recv::RecvQ;
 
 // ---------------------------------------------------------------------------------------------
 // eventfd-backed queues
@@ -1054,22 +1056,6 @@ impl KeyCache {
     }
 }
 
-/// A receive queue (a queue pair's own, or a shared one) with its key cache.
-#[derive(Default)]
-pub(crate) struct RecvQ {
-    pub(crate) q: VecDeque<RecvWr>,
-    pub(crate) cache: KeyCache,
-}
-
-impl RecvQ {
-    pub(crate) fn with_capacity(n: usize) -> Self {
-        RecvQ {
-            q: VecDeque::with_capacity(n),
-            cache: KeyCache::default(),
-        }
-    }
-}
-
 pub(crate) struct SDevice {
     /// Process-unique identity (for key caches).
     id: u64,
@@ -1400,7 +1386,6 @@ impl SCq {
 pub(crate) struct SSrq {
     handle: u64,
     pd: Arc<SPd>,
-    max_wr: usize,
     max_sge: usize,
     pub(crate) q: Mutex<RecvQ>,
     attached: Mutex<Vec<Weak<SQp>>>,
@@ -1418,9 +1403,8 @@ impl SSrq {
         Ok(Arc::new(SSrq {
             handle: crate::next_handle(),
             pd: Arc::clone(pd),
-            max_wr: max_wr as usize,
             max_sge: max_sge as usize,
-            q: Mutex::new(RecvQ::with_capacity(max_wr as usize)),
+            q: Mutex::new(RecvQ::new(max_wr as usize, max_sge as usize)),
             attached: Mutex::new(Vec::new()),
             waiters: AtomicBool::new(false),
         }))
@@ -1456,14 +1440,13 @@ impl SSrq {
                     });
                     break;
                 }
-                if q.q.len() >= self.max_wr {
+                if q.q.push_back(wr).is_err() {
                     res = Err(PostError {
                         posted: i,
                         kind: PostErrorKind::QueueFull,
                     });
                     break;
                 }
-                q.q.push_back(*wr);
             }
         }
         if self.waiters.swap(false, Ordering::AcqRel) {

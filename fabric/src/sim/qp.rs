@@ -190,10 +190,10 @@ impl SQp {
     }
 
     fn flush_rq(&self, rq: &mut RecvQ) {
-        for r in rq.q.drain(..) {
+        for wr_id in rq.q.drain_ids() {
             self.rcq.push(
                 WorkCompletion {
-                    wr_id: r.wr_id,
+                    wr_id,
                     status: WcStatus::WrFlushErr,
                     opcode: WcOpcode::Recv,
                     byte_len: 0,
@@ -489,7 +489,7 @@ impl SQp {
         if !matches!(peer.st(), ST_RTR | ST_RTS) {
             return Exec::Fail(WcStatus::RetryExcErr);
         }
-        // Borrow the receive in place (a receive request is ~270 bytes).
+        // Borrow the receive in place.
         let RecvQ {
             q: rq_q,
             cache: rq_cache,
@@ -535,7 +535,7 @@ impl SQp {
                 &mut t2,
                 &peer.dev,
                 peer.pd.id(),
-                recv.sges.as_slice(),
+                recv.sges,
                 true,
                 &mut dst,
             );
@@ -556,7 +556,7 @@ impl SQp {
                 else {
                     return Exec::Fail(WcStatus::LocProtErr);
                 };
-                match local_segs(&theirs, peer.pd.id(), recv.sges.as_slice(), true, &mut dst) {
+                match local_segs(&theirs, peer.pd.id(), recv.sges, true, &mut dst) {
                     Err(()) => Outcome::Prot,
                     Ok(nd) => place(&src[..ns], &dst[..nd], total),
                 }
@@ -839,7 +839,7 @@ impl SQp {
                     Some(PostErrorKind::InvalidWr)
                 } else if self.st() == ST_RESET {
                     Some(PostErrorKind::InvalidState)
-                } else if rq.q.len() >= self.cap.max_recv_wr as usize {
+                } else if rq.q.push_back(wr).is_err() {
                     Some(PostErrorKind::QueueFull)
                 } else {
                     None
@@ -848,7 +848,6 @@ impl SQp {
                     res = Err(PostError { posted: i, kind });
                     break;
                 }
-                rq.q.push_back(*wr);
             }
             if self.st() == ST_ERROR {
                 self.flush_rq(&mut rq);
@@ -1028,7 +1027,10 @@ impl SQpHandle {
                 cache: KeyCache::default(),
                 peer: None,
             }),
-            rq: Mutex::new(RecvQ::with_capacity(cap.max_recv_wr as usize)),
+            rq: Mutex::new(RecvQ::new(
+                cap.max_recv_wr as usize,
+                cap.max_recv_sge as usize,
+            )),
             rnr_blocked: Arc::new(AtomicBool::new(false)),
             link: OnceLock::new(),
             last_wqe: AtomicBool::new(false),
