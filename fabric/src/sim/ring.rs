@@ -4,9 +4,10 @@
 //! Producers are whichever threads execute work requests (the poster's, the peer's for a
 //! receive, the timer's for a delayed completion, any thread flushing a queue pair), so a push
 //! must be safe from many threads; it claims a slot with one compare-and-swap of the tail.
-//! Pollers are usually one reactor, but `Cq::poll` takes `&self`, so a poll claims a whole
-//! batch of published slots with one compare-and-swap of the head (not one per completion, as
-//! a general-purpose queue's `pop` does), and an empty poll is two loads (no fence).
+//! Pollers are usually one reactor, but `Cq::poll` takes `&self`: a poll that finds something
+//! takes a poller flag (one swap per poll, not one compare-and-swap per completion, as a
+//! general-purpose queue's `pop` does) and moves the batch in one pass; an empty poll is two
+//! loads (no fence, no store).
 //!
 //! Each slot carries a stamp (Vyukov's bounded queue): `pos` when it is free for the push at
 //! position `pos`, `pos + 1` once that push has written it; the poll that takes it stores the
@@ -14,7 +15,7 @@
 //! multiple of `one_lap` (the next power of two above `cap`), so the capacity is exact.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::types::WorkCompletion;
 
@@ -32,13 +33,16 @@ struct Slot {
 pub(crate) struct WcRing {
     slots: Box<[Slot]>,
     one_lap: u64,
+    /// The next position to poll; read and written only by the thread holding `polling`.
     head: Padded,
     tail: Padded,
+    /// Set while a thread polls.
+    polling: AtomicBool,
 }
 
 // SAFETY: a slot's completion is written only by the producer whose compare-and-swap claimed
-// its position and read only by the poller whose compare-and-swap claimed it after the stamp
-// (Release by the writer, Acquire by the reader) said it was written; the stamp's store after
+// its position and read only by the poller holding the poller flag after the stamp (Release
+// by the writer, Acquire by the reader) said it was written; the stamp's store after
 // the read (Release) hands it back to the next lap's producer (Acquire). No slot is ever
 // accessed by two threads without one of these happens-before edges.
 unsafe impl Sync for WcRing {}
@@ -60,6 +64,7 @@ impl WcRing {
             one_lap: (cap as u64 + 1).next_power_of_two(),
             head: Padded(AtomicU64::new(0)),
             tail: Padded(AtomicU64::new(0)),
+            polling: AtomicBool::new(false),
         }
     }
 
@@ -122,41 +127,38 @@ impl WcRing {
     }
 
     /// Moves up to `out.len()` completions, oldest first, into `out`; returns how many.
+    ///
+    /// One poller at a time takes completions (a flag taken per poll, not per completion,
+    /// and only when something is there); a thread that finds another one polling gets 0, as
+    /// if that poller had taken everything first.
     #[inline]
     pub(crate) fn pop_into(&self, out: &mut [WorkCompletion]) -> usize {
-        let mut head = self.head.0.load(Ordering::Relaxed);
-        let n = loop {
-            // Count the published completions from `head` on (a push claimed but not written
-            // yet ends the batch: order is kept).
-            let mut n = 0;
-            let mut pos = head;
-            while n < out.len() && self.slot(pos).stamp.load(Ordering::Acquire) == pos + 1 {
-                pos = self.next(pos);
-                n += 1;
-            }
-            if n == 0 {
-                return 0;
-            }
-            match self
-                .head
-                .0
-                .compare_exchange_weak(head, pos, Ordering::Relaxed, Ordering::Relaxed)
-            {
-                Ok(_) => break n,
-                Err(h) => head = h,
-            }
-        };
-        let mut pos = head;
-        for o in &mut out[..n] {
+        let head = self.head.0.load(Ordering::Relaxed);
+        if out.is_empty() || self.slot(head).stamp.load(Ordering::Relaxed) != head + 1 {
+            return 0; // empty, or a producer has not finished writing the oldest completion
+        }
+        if self.polling.swap(true, Ordering::Acquire) {
+            return 0;
+        }
+        // The flag orders this poller after the previous one: the head it left is current.
+        let mut pos = self.head.0.load(Ordering::Relaxed);
+        let mut n = 0;
+        while n < out.len() {
             let slot = self.slot(pos);
-            // SAFETY: the compare-and-swap gave this thread the `n` positions from `head`,
-            // each published (stamp `pos + 1`, read with Acquire above); no producer writes
-            // the slot until the stamp below releases it.
-            *o = unsafe { *slot.wc.get() };
+            if slot.stamp.load(Ordering::Acquire) != pos + 1 {
+                break;
+            }
+            // SAFETY: the stamp (Acquire) says the producer of position `pos` has written the
+            // slot; the flag makes this thread the only reader, and no producer writes the
+            // slot again until the stamp below releases it.
+            out[n] = unsafe { *slot.wc.get() };
             slot.stamp
                 .store(pos.wrapping_add(self.one_lap), Ordering::Release);
             pos = self.next(pos);
+            n += 1;
         }
+        self.head.0.store(pos, Ordering::Relaxed);
+        self.polling.store(false, Ordering::Release);
         n
     }
 }
