@@ -250,10 +250,14 @@ mod tests {
     }
 
     /// Two pollers share one ring fed by a producer thread: each completion is taken once.
+    /// (Without the poller flag, the pollers take the same slots and the ring stalls: the
+    /// deadline turns that into a failure.)
     #[test]
     fn two_poller_threads_never_take_one_completion_twice() {
         use std::sync::atomic::AtomicU64;
+        use std::time::{Duration, Instant};
         const N: u64 = 100_000;
+        let deadline = Instant::now() + Duration::from_secs(60);
         let r = Arc::new(WcRing::new(4));
         let taken = Arc::new(AtomicU64::new(0));
         let pollers: Vec<_> = (0..2)
@@ -262,11 +266,9 @@ mod tests {
                 std::thread::spawn(move || {
                     let mut seen = Vec::new();
                     let mut out = [WorkCompletion::default(); 3];
-                    while taken.load(Ordering::Relaxed) < N {
-                        let n = r.pop_into(&mut out);
-                        if n == 0 {
-                            std::thread::yield_now();
-                        }
+                    while taken.load(Ordering::Relaxed) < N && Instant::now() < deadline {
+                        // Batches of 1 to 3, spinning: the pollers overlap as often as they can.
+                        let n = r.pop_into(&mut out[..1 + seen.len() % 3]);
                         seen.extend(out[..n].iter().map(|w| w.wr_id));
                         taken.fetch_add(n as u64, Ordering::Relaxed);
                     }
@@ -277,6 +279,7 @@ mod tests {
         for i in 0..N {
             let mut w = wc(i);
             while let Err(back) = r.push(w) {
+                assert!(Instant::now() < deadline, "stalled at {i}");
                 w = back;
                 std::thread::yield_now();
             }
