@@ -1,6 +1,7 @@
 //! Plain data types shared by both providers: access flags, scatter/gather lists, work requests,
 //! work completions, queue capacities, device attributes and connection-manager events.
 
+use std::mem::MaybeUninit;
 use std::net::SocketAddr;
 use std::ops::{BitOr, BitOrAssign};
 
@@ -89,11 +90,13 @@ pub struct Sge {
     pub lkey: u32,
 }
 
-/// Up to [`MAX_SGE`] scatter/gather entries stored inline (no heap).
+/// Up to [`MAX_SGE`] scatter/gather entries stored inline (no heap). Entries past the length
+/// are never initialised: building a list writes only the entries it uses (the data path
+/// builds several per I/O, each with room for 16).
 #[derive(Clone, Copy)]
 pub struct SgeList {
     len: u8,
-    sges: [Sge; MAX_SGE],
+    sges: [MaybeUninit<Sge>; MAX_SGE],
 }
 
 impl Default for SgeList {
@@ -122,11 +125,7 @@ impl SgeList {
     pub const fn new() -> Self {
         SgeList {
             len: 0,
-            sges: [Sge {
-                addr: 0,
-                length: 0,
-                lkey: 0,
-            }; MAX_SGE],
+            sges: [const { MaybeUninit::uninit() }; MAX_SGE],
         }
     }
 
@@ -134,7 +133,7 @@ impl SgeList {
     #[inline]
     pub fn one(sge: Sge) -> Self {
         let mut l = Self::new();
-        l.sges[0] = sge;
+        l.sges[0].write(sge);
         l.len = 1;
         l
     }
@@ -145,7 +144,9 @@ impl SgeList {
             return None;
         }
         let mut l = Self::new();
-        l.sges[..sges.len()].copy_from_slice(sges);
+        for (d, s) in l.sges.iter_mut().zip(sges) {
+            d.write(*s);
+        }
         l.len = sges.len() as u8;
         Some(l)
     }
@@ -156,7 +157,7 @@ impl SgeList {
         if self.len as usize >= MAX_SGE {
             return Err(sge);
         }
-        self.sges[self.len as usize] = sge;
+        self.sges[self.len as usize].write(sge);
         self.len += 1;
         Ok(())
     }
@@ -169,12 +170,17 @@ impl SgeList {
     /// The entries.
     #[inline]
     pub fn as_slice(&self) -> &[Sge] {
-        &self.sges[..self.len as usize]
+        // SAFETY: the first `len` entries (`len` <= MAX_SGE) were written by `one`,
+        // `from_slice` or `push`; `MaybeUninit<Sge>` has `Sge`'s layout.
+        unsafe { std::slice::from_raw_parts(self.sges.as_ptr().cast::<Sge>(), self.len as usize) }
     }
 
     /// The entries, writable (to adjust addresses or lengths in place).
     pub fn as_mut_slice(&mut self) -> &mut [Sge] {
-        &mut self.sges[..self.len as usize]
+        // SAFETY: as in `as_slice`; `&mut self` makes the borrow unique.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.sges.as_mut_ptr().cast::<Sge>(), self.len as usize)
+        }
     }
 
     /// Number of entries.
@@ -195,7 +201,7 @@ impl SgeList {
     }
 
     pub(crate) fn as_ptr(&self) -> *const Sge {
-        self.sges.as_ptr()
+        self.sges.as_ptr().cast::<Sge>()
     }
 }
 

@@ -20,6 +20,8 @@
 
 mod cm;
 mod qp;
+mod recv;
+mod ring;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
@@ -28,7 +30,6 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
-use crossbeam_queue::ArrayQueue;
 use parking_lot::{Condvar, Mutex, RwLock};
 use slab::Slab;
 
@@ -39,6 +40,7 @@ use crate::verbs::{Device, DeviceImpl};
 
 pub(crate) use cm::{SCmId, SEventChannel};
 pub(crate) use qp::{SQp, SQpHandle};
+pub(crate) use recv::RecvQ;
 
 // ---------------------------------------------------------------------------------------------
 // eventfd-backed queues
@@ -567,8 +569,10 @@ impl SimNetwork {
         if devs.iter().any(|d| d.ip == ip) {
             return Err(FabricError::AddrInUse);
         }
+        let id = crate::next_handle();
         let d = Arc::new(SDevice {
-            id: crate::next_handle(),
+            id,
+            cache_salt: id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60,
             key_gen: AtomicU64::new(0),
             name: name.to_string(),
             ip,
@@ -753,15 +757,52 @@ impl Seg {
     };
 }
 
+/// Up to [`MAX_SGE`] resolved segments, built on the stack without initialising the unused
+/// ones (a zeroed `[Seg; MAX_SGE]` is 256 bytes of stores per work request side).
+pub(crate) struct Segs {
+    n: usize,
+    buf: [std::mem::MaybeUninit<Seg>; MAX_SGE],
+}
+
+impl Segs {
+    #[inline(always)]
+    pub(crate) fn new() -> Self {
+        Segs {
+            n: 0,
+            buf: [const { std::mem::MaybeUninit::uninit() }; MAX_SGE],
+        }
+    }
+
+    /// Appends a segment (at most [`MAX_SGE`]: a work request's list holds no more).
+    #[inline(always)]
+    fn push(&mut self, s: Seg) {
+        self.buf[self.n].write(s);
+        self.n += 1;
+    }
+
+    #[inline(always)]
+    fn clear(&mut self) {
+        self.n = 0;
+    }
+
+    /// The segments pushed since the last clear.
+    #[inline(always)]
+    pub(crate) fn as_slice(&self) -> &[Seg] {
+        // SAFETY: `push` initialised the first `n` entries (and `n` never exceeds the array:
+        // the index in `push` is bounds-checked).
+        unsafe { std::slice::from_raw_parts(self.buf.as_ptr().cast::<Seg>(), self.n) }
+    }
+}
+
 /// Resolves local scatter/gather entries against a key table.
 pub(crate) fn local_segs(
     tab: &Slab<KeyEntry>,
     pd: u64,
     sges: &[Sge],
     write: bool,
-    out: &mut [Seg; MAX_SGE],
+    out: &mut Segs,
 ) -> std::result::Result<usize, ()> {
-    let mut n = 0;
+    out.clear();
     for s in sges {
         if s.length == 0 {
             continue;
@@ -784,13 +825,12 @@ pub(crate) fn local_segs(
         }
         // SAFETY: `contains` proved [addr, addr + length) lies inside the live region.
         let ptr = unsafe { region.as_ptr().add((s.addr - region.addr()) as usize) };
-        out[n] = Seg {
+        out.push(Seg {
             ptr,
             len: s.length as usize,
-        };
-        n += 1;
+        });
     }
-    Ok(n)
+    Ok(out.n)
 }
 
 /// Resolves a remote range against the responder's key table.
@@ -873,36 +913,69 @@ struct CachedKey {
     key: u32,
     generation: u64,
     pd: u64,
+    /// `pd` for a registration (a local key), `u64::MAX` for a window (never a local key).
+    local_pd: u64,
+    /// A registration with local write access.
+    local_write: bool,
     region: Arc<DmaRegion>,
-    /// The range the key covers (the registration, or the window).
-    start: u64,
-    len: u64,
+    /// The range the key covers (the registration, or the window) within the region:
+    /// `lo ..= lo + span` less the length, and `lo`'s offset in the region.
+    lo: u64,
+    span: u64,
+    offset: usize,
     access: Access,
     /// For a memory window: the queue pair it is bound to.
     mw_qp: Option<u32>,
 }
 
 impl CachedKey {
+    /// An entry for the range `start .. start + len` of `region` (clipped to the region).
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        dev: u64,
+        key: u32,
+        generation: u64,
+        pd: u64,
+        region: &Arc<DmaRegion>,
+        start: u64,
+        len: u64,
+        access: Access,
+        mw_qp: Option<u32>,
+    ) -> Self {
+        let (r0, r1) = (region.addr(), region.addr() + region.len() as u64);
+        let lo = start.clamp(r0, r1);
+        let hi = start.saturating_add(len).clamp(lo, r1);
+        CachedKey {
+            dev,
+            key,
+            generation,
+            pd,
+            local_pd: if mw_qp.is_none() { pd } else { u64::MAX },
+            local_write: mw_qp.is_none() && access.contains(Access::LOCAL_WRITE),
+            region: Arc::clone(region),
+            lo,
+            span: hi - lo,
+            offset: (lo - r0) as usize,
+            access,
+            mw_qp,
+        }
+    }
+
     #[inline]
     fn ptr(&self, addr: u64, len: usize) -> Option<*mut u8> {
-        let inside = addr >= self.start
-            && (addr - self.start)
-                .checked_add(len as u64)
-                .is_some_and(|e| e <= self.len)
-            && self.region.contains(addr, len);
-        // SAFETY: `contains` proved the range lies inside the live region (kept by `region`).
-        inside.then(|| unsafe {
-            self.region
-                .as_ptr()
-                .add((addr - self.region.addr()) as usize)
-        })
+        // Below `lo` wraps to above `span`.
+        let off = addr.wrapping_sub(self.lo);
+        let inside = off <= self.span && len as u64 <= self.span - off;
+        // SAFETY: [addr, addr + len) lies inside [lo, lo + span), which `new` clipped to the
+        // live region (kept by `region`).
+        inside.then(|| unsafe { self.region.as_ptr().add(self.offset + off as usize) })
     }
 }
 
 /// The outcome of resolving scatter/gather entries through a [`KeyCache`].
 pub(crate) enum Resolve {
-    /// Resolved into this many segments.
-    Ok(usize),
+    /// Resolved (into the caller's [`Segs`]).
+    Ok,
     /// A key, right or range is bad.
     Bad,
     /// The cache cannot serve this operation (two keys of it collide): use the locked path.
@@ -929,9 +1002,7 @@ impl KeyCache {
     ) -> std::result::Result<&CachedKey, Resolve> {
         // The table index spreads a registration pool's keys over the slots; the device id
         // keeps our keys and the peer's apart.
-        let i = ((key >> 8) as u64).wrapping_add(dev.id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60)
-            as usize
-            % KEY_CACHE;
+        let i = ((key >> 8) as u64).wrapping_add(dev.cache_salt) as usize % KEY_CACHE;
         let generation = dev.key_gen.load(Ordering::Acquire);
         let hit = self.slots[i]
             .as_ref()
@@ -958,32 +1029,32 @@ impl KeyCache {
                 key: k,
                 region,
                 access,
-            }) if *k == key => CachedKey {
-                dev: dev.id,
+            }) if *k == key => CachedKey::new(
+                dev.id,
                 key,
                 generation,
-                pd: *pd,
-                region: Arc::clone(region),
-                start: region.addr(),
-                len: region.len() as u64,
-                access: *access,
-                mw_qp: None,
-            },
+                *pd,
+                region,
+                region.addr(),
+                region.len() as u64,
+                *access,
+                None,
+            ),
             Some(KeyEntry::Mw {
                 pd,
                 key: k,
                 bound: Some(b),
-            }) if *k == key => CachedKey {
-                dev: dev.id,
+            }) if *k == key => CachedKey::new(
+                dev.id,
                 key,
                 generation,
-                pd: *pd,
-                region: Arc::clone(&b.region),
-                start: b.addr,
-                len: b.len,
-                access: b.access,
-                mw_qp: Some(b.qp_num),
-            },
+                *pd,
+                &b.region,
+                b.addr,
+                b.len,
+                b.access,
+                Some(b.qp_num),
+            ),
             _ => return Err(Resolve::Bad),
         };
         drop(tab);
@@ -992,7 +1063,9 @@ impl KeyCache {
     }
 
     /// Resolves local entries (registrations of `pd` on `dev`; `write`: local write needed).
-    #[inline]
+    /// Inlined into its four callers: as a call, saving and restoring registers was a fifth
+    /// of its cost (≈ 5 calls per I/O).
+    #[inline(always)]
     pub(crate) fn local(
         &mut self,
         touched: &mut u32,
@@ -1000,9 +1073,9 @@ impl KeyCache {
         pd: u64,
         sges: &[Sge],
         write: bool,
-        out: &mut [Seg; MAX_SGE],
+        out: &mut Segs,
     ) -> Resolve {
-        let mut n = 0;
+        out.clear();
         for s in sges {
             if s.length == 0 {
                 continue;
@@ -1011,24 +1084,22 @@ impl KeyCache {
                 Ok(c) => c,
                 Err(r) => return r,
             };
-            if c.mw_qp.is_some() || c.pd != pd || (write && !c.access.contains(Access::LOCAL_WRITE))
-            {
+            if c.local_pd != pd || (write && !c.local_write) {
                 return Resolve::Bad;
             }
             let Some(ptr) = c.ptr(s.addr, s.length as usize) else {
                 return Resolve::Bad;
             };
-            out[n] = Seg {
+            out.push(Seg {
                 ptr,
                 len: s.length as usize,
-            };
-            n += 1;
+            });
         }
-        Resolve::Ok(n)
+        Resolve::Ok
     }
 
     /// Resolves a remote range on the responder (`pd`, queue pair `qp_num`, device `dev`).
-    #[inline]
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn remote(
         &mut self,
@@ -1054,25 +1125,11 @@ impl KeyCache {
     }
 }
 
-/// A receive queue (a queue pair's own, or a shared one) with its key cache.
-#[derive(Default)]
-pub(crate) struct RecvQ {
-    pub(crate) q: VecDeque<RecvWr>,
-    pub(crate) cache: KeyCache,
-}
-
-impl RecvQ {
-    pub(crate) fn with_capacity(n: usize) -> Self {
-        RecvQ {
-            q: VecDeque::with_capacity(n),
-            cache: KeyCache::default(),
-        }
-    }
-}
-
 pub(crate) struct SDevice {
     /// Process-unique identity (for key caches).
     id: u64,
+    /// Where this device's keys start in a key cache (spreads two devices' keys apart).
+    cache_salt: u64,
     /// Bumped, under the key table's write lock, whenever a key stops meaning what it meant
     /// (deregistration, window bind or invalidation); key caches revalidate against it.
     pub(crate) key_gen: AtomicU64,
@@ -1285,13 +1342,13 @@ impl SChannel {
     }
 }
 
-/// A simulated completion queue: a bounded lock-free FIFO (producers are whichever threads
-/// execute work requests; pollers never take a lock, so a reactor spinning on an empty queue
-/// costs nothing to the producers).
+/// A simulated completion queue: a bounded lock-free FIFO ([`ring::WcRing`]; producers are
+/// whichever threads execute work requests; pollers never take a lock, so a reactor spinning
+/// on an empty queue costs nothing to the producers).
 pub(crate) struct SCq {
     handle: u64,
     dev: Arc<SDevice>,
-    q: ArrayQueue<WorkCompletion>,
+    q: ring::WcRing,
     /// 0: not armed; [`ARMED_ANY`]; [`ARMED_SOLICITED`].
     armed: AtomicU8,
     channel: Option<Arc<SChannel>>,
@@ -1312,7 +1369,7 @@ impl SCq {
         Ok(Arc::new(SCq {
             handle: crate::next_handle(),
             dev: Arc::clone(dev),
-            q: ArrayQueue::new(cqe.max(1) as usize),
+            q: ring::WcRing::new(cqe as usize),
             armed: AtomicU8::new(0),
             channel: ch,
         }))
@@ -1332,17 +1389,7 @@ impl SCq {
 
     #[inline]
     pub(crate) fn poll(&self, out: &mut [WorkCompletion]) -> usize {
-        let mut n = 0;
-        for slot in out.iter_mut() {
-            match self.q.pop() {
-                Some(wc) => {
-                    *slot = wc;
-                    n += 1;
-                }
-                None => break,
-            }
-        }
-        n
+        self.q.pop_into(out)
     }
 
     pub(crate) fn req_notify(&self, solicited_only: bool) {
@@ -1410,7 +1457,6 @@ impl SCq {
 pub(crate) struct SSrq {
     handle: u64,
     pd: Arc<SPd>,
-    max_wr: usize,
     max_sge: usize,
     pub(crate) q: Mutex<RecvQ>,
     attached: Mutex<Vec<Weak<SQp>>>,
@@ -1428,9 +1474,8 @@ impl SSrq {
         Ok(Arc::new(SSrq {
             handle: crate::next_handle(),
             pd: Arc::clone(pd),
-            max_wr: max_wr as usize,
             max_sge: max_sge as usize,
-            q: Mutex::new(RecvQ::with_capacity(max_wr as usize)),
+            q: Mutex::new(RecvQ::new(max_wr as usize, max_sge as usize)),
             attached: Mutex::new(Vec::new()),
             waiters: AtomicBool::new(false),
         }))
@@ -1466,14 +1511,13 @@ impl SSrq {
                     });
                     break;
                 }
-                if q.q.len() >= self.max_wr {
+                if q.q.push_back(wr).is_err() {
                     res = Err(PostError {
                         posted: i,
                         kind: PostErrorKind::QueueFull,
                     });
                     break;
                 }
-                q.q.push_back(*wr);
             }
         }
         if self.waiters.swap(false, Ordering::AcqRel) {
@@ -1569,7 +1613,7 @@ mod tests {
         let mr = SMr::new(&pd, &region, Access::LOCAL_WRITE).unwrap();
         let key = mr.key();
         let mut cache = KeyCache::default();
-        let mut out = [Seg::EMPTY; MAX_SGE];
+        let mut out = Segs::new();
         let sge = Sge {
             addr: region.addr() + 100,
             length: 200,
@@ -1578,9 +1622,10 @@ mod tests {
         let mut t = 0;
         assert!(matches!(
             cache.local(&mut t, &dev, pd.id(), &[sge], true, &mut out),
-            Resolve::Ok(1)
+            Resolve::Ok
         ));
-        assert_eq!(out[0].len, 200);
+        assert_eq!(out.as_slice().len(), 1);
+        assert_eq!(out.as_slice()[0].len, 200);
         // Out of bounds, wrong PD, missing right.
         let oob = Sge {
             length: 4000,

@@ -10,7 +10,7 @@ use parking_lot::Mutex;
 
 use super::{
     KeyCache, KeyEntry, MwBinding, RecvQ, Resolve, SCmId, SCq, SDevice, SMr, SMw, SPd, SSrq, Seg,
-    copy_segs, local_segs, remote_seg,
+    Segs, copy_segs, local_segs, remote_seg,
 };
 use crate::error::{FabricError, PostError, PostErrorKind, Result};
 use crate::types::*;
@@ -190,10 +190,10 @@ impl SQp {
     }
 
     fn flush_rq(&self, rq: &mut RecvQ) {
-        for r in rq.q.drain(..) {
+        for wr_id in rq.q.drain_ids() {
             self.rcq.push(
                 WorkCompletion {
-                    wr_id: r.wr_id,
+                    wr_id,
                     status: WcStatus::WrFlushErr,
                     opcode: WcOpcode::Recv,
                     byte_len: 0,
@@ -489,7 +489,7 @@ impl SQp {
         if !matches!(peer.st(), ST_RTR | ST_RTS) {
             return Exec::Fail(WcStatus::RetryExcErr);
         }
-        // Borrow the receive in place (a receive request is ~270 bytes).
+        // Borrow the receive in place.
         let RecvQ {
             q: rq_q,
             cache: rq_cache,
@@ -519,8 +519,8 @@ impl SQp {
                 Outcome::Ok
             }
         }
-        let mut src = [Seg::EMPTY; MAX_SGE];
-        let mut dst = [Seg::EMPTY; MAX_SGE];
+        let mut src = Segs::new();
+        let mut dst = Segs::new();
         let (mut t1, mut t2) = (0, 0);
         let fast = {
             let rs = cache.local(
@@ -531,18 +531,11 @@ impl SQp {
                 false,
                 &mut src,
             );
-            let rd = rq_cache.local(
-                &mut t2,
-                &peer.dev,
-                peer.pd.id(),
-                recv.sges.as_slice(),
-                true,
-                &mut dst,
-            );
+            let rd = rq_cache.local(&mut t2, &peer.dev, peer.pd.id(), recv.sges, true, &mut dst);
             match (rs, rd) {
                 (Resolve::Bad, _) => return Exec::Fail(WcStatus::LocProtErr),
-                (Resolve::Ok(ns), Resolve::Ok(nd)) => Some(place(&src[..ns], &dst[..nd], total)),
-                (Resolve::Ok(_), Resolve::Bad) => Some(Outcome::Prot),
+                (Resolve::Ok, Resolve::Ok) => Some(place(src.as_slice(), dst.as_slice(), total)),
+                (Resolve::Ok, Resolve::Bad) => Some(Outcome::Prot),
                 _ => None,
             }
         };
@@ -552,13 +545,12 @@ impl SQp {
             None => {
                 let mine = self.dev.keys.read_recursive();
                 let theirs = peer.dev.keys.read_recursive();
-                let Ok(ns) = local_segs(&mine, self.pd.id(), wr.sges.as_slice(), false, &mut src)
-                else {
+                if local_segs(&mine, self.pd.id(), wr.sges.as_slice(), false, &mut src).is_err() {
                     return Exec::Fail(WcStatus::LocProtErr);
-                };
-                match local_segs(&theirs, peer.pd.id(), recv.sges.as_slice(), true, &mut dst) {
+                }
+                match local_segs(&theirs, peer.pd.id(), recv.sges, true, &mut dst) {
                     Err(()) => Outcome::Prot,
-                    Ok(nd) => place(&src[..ns], &dst[..nd], total),
+                    Ok(_) => place(src.as_slice(), dst.as_slice(), total),
                 }
             }
         };
@@ -629,7 +621,7 @@ impl SQp {
             return Exec::Fail(WcStatus::RetryExcErr);
         }
         let total = wr.sges.total_len() as usize;
-        let mut src = [Seg::EMPTY; MAX_SGE];
+        let mut src = Segs::new();
         let mut t = 0;
         let rs = cache.local(
             &mut t,
@@ -651,11 +643,11 @@ impl SQp {
         );
         match (rs, rd) {
             (Resolve::Bad, _) => return Exec::Fail(WcStatus::LocProtErr),
-            (Resolve::Ok(ns), Ok(dst)) => {
-                copy_segs(&src[..ns], &[dst]);
+            (Resolve::Ok, Ok(dst)) => {
+                copy_segs(src.as_slice(), &[dst]);
                 return Exec::Done(total as u32);
             }
-            (Resolve::Ok(_), Err(Resolve::Bad)) => {
+            (Resolve::Ok, Err(Resolve::Bad)) => {
                 Self::peer_failed(peer, deferred);
                 return Exec::Fail(WcStatus::RemAccessErr);
             }
@@ -663,9 +655,9 @@ impl SQp {
         }
         let mine = self.dev.keys.read_recursive();
         let theirs = peer.dev.keys.read_recursive();
-        let Ok(ns) = local_segs(&mine, self.pd.id(), wr.sges.as_slice(), false, &mut src) else {
+        if local_segs(&mine, self.pd.id(), wr.sges.as_slice(), false, &mut src).is_err() {
             return Exec::Fail(WcStatus::LocProtErr);
-        };
+        }
         let Ok(dst) = remote_seg(
             &theirs,
             peer.pd.id(),
@@ -679,7 +671,7 @@ impl SQp {
             Self::peer_failed(peer, deferred);
             return Exec::Fail(WcStatus::RemAccessErr);
         };
-        copy_segs(&src[..ns], &[dst]);
+        copy_segs(src.as_slice(), &[dst]);
         Exec::Done(total as u32)
     }
 
@@ -702,7 +694,7 @@ impl SQp {
             return Exec::Fail(WcStatus::RemInvReqErr);
         }
         let total = wr.sges.total_len() as usize;
-        let mut dst = [Seg::EMPTY; MAX_SGE];
+        let mut dst = Segs::new();
         let mut t = 0;
         let rs = cache.remote(
             &mut t,
@@ -728,8 +720,8 @@ impl SQp {
                 return Exec::Fail(WcStatus::RemAccessErr);
             }
             (Ok(_), Resolve::Bad) => return Exec::Fail(WcStatus::LocProtErr),
-            (Ok(src), Resolve::Ok(nd)) => {
-                copy_segs(&[src], &dst[..nd]);
+            (Ok(src), Resolve::Ok) => {
+                copy_segs(&[src], dst.as_slice());
                 return Exec::Done(total as u32);
             }
             _ => {}
@@ -749,10 +741,10 @@ impl SQp {
             Self::peer_failed(peer, deferred);
             return Exec::Fail(WcStatus::RemAccessErr);
         };
-        let Ok(nd) = local_segs(&mine, self.pd.id(), wr.sges.as_slice(), true, &mut dst) else {
+        if local_segs(&mine, self.pd.id(), wr.sges.as_slice(), true, &mut dst).is_err() {
             return Exec::Fail(WcStatus::LocProtErr);
-        };
-        copy_segs(&[src], &dst[..nd]);
+        }
+        copy_segs(&[src], dst.as_slice());
         Exec::Done(total as u32)
     }
 
@@ -839,7 +831,7 @@ impl SQp {
                     Some(PostErrorKind::InvalidWr)
                 } else if self.st() == ST_RESET {
                     Some(PostErrorKind::InvalidState)
-                } else if rq.q.len() >= self.cap.max_recv_wr as usize {
+                } else if rq.q.push_back(wr).is_err() {
                     Some(PostErrorKind::QueueFull)
                 } else {
                     None
@@ -848,7 +840,6 @@ impl SQp {
                     res = Err(PostError { posted: i, kind });
                     break;
                 }
-                rq.q.push_back(*wr);
             }
             if self.st() == ST_ERROR {
                 self.flush_rq(&mut rq);
@@ -1028,7 +1019,10 @@ impl SQpHandle {
                 cache: KeyCache::default(),
                 peer: None,
             }),
-            rq: Mutex::new(RecvQ::with_capacity(cap.max_recv_wr as usize)),
+            rq: Mutex::new(RecvQ::new(
+                cap.max_recv_wr as usize,
+                cap.max_recv_sge as usize,
+            )),
             rnr_blocked: Arc::new(AtomicBool::new(false)),
             link: OnceLock::new(),
             last_wqe: AtomicBool::new(false),
