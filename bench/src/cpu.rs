@@ -52,17 +52,48 @@ pub fn by_thread_group() -> std::collections::BTreeMap<String, u64> {
     if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
         for t in dir.flatten() {
             let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
-            let group = comm
-                .trim()
-                .trim_end_matches(|c: char| c.is_ascii_digit() || c == '_' || c == '-');
+            let group = group_of(&comm);
             let ns = std::fs::read_to_string(t.path().join("schedstat"))
                 .ok()
                 .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok())
                 .unwrap_or(0);
-            *m.entry(group.to_string()).or_insert(0) += ns;
+            *m.entry(group).or_insert(0) += ns;
         }
     }
     m
+}
+
+/// Context switches of every thread of this process, summed by thread name group as in
+/// [`by_thread_group`]: (voluntary, involuntary) from `/proc/self/task/*/status`. A thread that
+/// sleeps and is woken once per I/O has one voluntary switch per I/O; involuntary ones are
+/// preemptions (another thread on its CPU woke up or its time slice ended).
+pub fn switches_by_thread_group() -> std::collections::BTreeMap<String, (u64, u64)> {
+    let mut m = std::collections::BTreeMap::new();
+    if let Ok(dir) = std::fs::read_dir("/proc/self/task") {
+        for t in dir.flatten() {
+            let Ok(status) = std::fs::read_to_string(t.path().join("status")) else {
+                continue;
+            };
+            let field = |name: &str| {
+                status
+                    .lines()
+                    .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+                    .unwrap_or(0)
+            };
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            let e = m.entry(group_of(&comm)).or_insert((0, 0));
+            e.0 += field("voluntary_ctxt_switches:");
+            e.1 += field("nonvoluntary_ctxt_switches:");
+        }
+    }
+    m
+}
+
+/// A thread's name group: trailing digits, `_` and `-` trimmed.
+fn group_of(comm: &str) -> String {
+    comm.trim()
+        .trim_end_matches(|c: char| c.is_ascii_digit() || c == '_' || c == '-')
+        .to_string()
 }
 
 /// CPU time of the calling thread in ns.

@@ -308,6 +308,7 @@ pub struct Window {
     busy0: u64,
     idle0: u64,
     groups0: std::collections::BTreeMap<String, u64>,
+    switches0: std::collections::BTreeMap<String, (u64, u64)>,
     sleeps0: u64,
     stats: Option<target_core::reactor::Reactors>,
 }
@@ -334,6 +335,8 @@ pub struct WindowResult {
     pub sleeps: u64,
     /// CPU time of the process's threads by name group ([`cpu::by_thread_group`]).
     pub cpu_by_thread: std::collections::BTreeMap<String, u64>,
+    /// Their (voluntary, involuntary) context switches ([`cpu::switches_by_thread_group`]).
+    pub switches_by_thread: std::collections::BTreeMap<String, (u64, u64)>,
 }
 
 impl Window {
@@ -344,6 +347,7 @@ impl Window {
         let sleeps0 = reactors.as_ref().map_or(0, sleeps);
         Self {
             groups0: cpu::by_thread_group(),
+            switches0: cpu::switches_by_thread_group(),
             sleeps0,
             reactor_cpu0: threads.cpu_ns(),
             process_cpu0: cpu::process_ns(),
@@ -366,8 +370,15 @@ impl Window {
         for (k, v) in cpu_by_thread.iter_mut() {
             *v = v.saturating_sub(self.groups0.get(k).copied().unwrap_or(0));
         }
+        let mut switches_by_thread = cpu::switches_by_thread_group();
+        for (k, (vol, invol)) in switches_by_thread.iter_mut() {
+            let (v0, i0) = self.switches0.get(k).copied().unwrap_or((0, 0));
+            *vol = vol.saturating_sub(v0);
+            *invol = invol.saturating_sub(i0);
+        }
         WindowResult {
             cpu_by_thread,
+            switches_by_thread,
             seconds,
             reactor_cpu_ns: cpu.saturating_sub(self.reactor_cpu0),
             process_cpu_ns: cpu::process_ns().saturating_sub(self.process_cpu0),
@@ -449,6 +460,20 @@ fn by_thread(
     m
 }
 
+/// Voluntary and involuntary context switches per I/O by thread group, for the groups with at
+/// least one per thousand I/Os.
+fn switches_by_thread(w: &WindowResult, ops: f64) -> serde_json::Map<String, Value> {
+    let per_io = |n: u64| (n as f64 / ops * 1000.0).round() / 1000.0;
+    w.switches_by_thread
+        .iter()
+        .filter(|(_, (v, i))| (v + i) as f64 / ops >= 0.001)
+        .map(|(k, (v, i))| {
+            let e = json!({ "voluntary": per_io(*v), "involuntary": per_io(*i) });
+            (k.clone(), e)
+        })
+        .collect()
+}
+
 /// Builds the report.
 pub fn report(a: &Args, h: &HostResult, w: &WindowResult, load_before: Value) -> Value {
     let ops = h.ops.max(1) as f64;
@@ -514,6 +539,7 @@ pub fn report(a: &Args, h: &HostResult, w: &WindowResult, load_before: Value) ->
         "process_cpu_ns_per_io": w.process_cpu_ns as f64 / ops,
         "process_cpu_utilization": w.process_cpu_ns as f64 / (w.seconds * 1e9),
         "cpu_ns_per_io_by_thread": by_thread(a, h, w, ops),
+        "ctx_switches_per_io_by_thread": switches_by_thread(w, ops),
         "reactor_sleeps_per_s": w.sleeps as f64 / w.seconds,
         "loadavg_before": load_before,
         "loadavg_after": loadavg(),

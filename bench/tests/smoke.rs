@@ -123,6 +123,13 @@ fn a_sleeping_nvme_host_completes_io_and_cpu_is_split_by_thread() {
     for k in ["reactor", "initiator"] {
         assert!(t[k].as_f64().is_some_and(|ns| ns > 0.0), "{k} in {t}");
     }
+    // At QD1 with a 20 µs idle threshold the reactor sleeps between commands: voluntary
+    // context switches.
+    let s = &v["ctx_switches_per_io_by_thread"]["reactor"];
+    assert!(
+        s["voluntary"].as_f64().is_some_and(|n| n > 0.0) && s["involuntary"].is_number(),
+        "{v}"
+    );
 }
 
 #[test]
