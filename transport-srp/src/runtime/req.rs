@@ -23,7 +23,7 @@ use iobuf::IoBuf;
 use target_core::bdev::{BdevIo, IoStatus};
 use target_core::reactor::Step;
 use target_core::reservation::InitiatorPort;
-use target_core::scsi::task_order::TaskAttribute;
+use target_core::scsi::task_order::{TaskAttribute, TaskOrder};
 use target_core::scsi::{self, PROTOCOL_ID_SRP, ScsiIo, Sense, SenseKey, TargetPort};
 use target_core::scsi_exec::{ItNexus, ScsiAction, ScsiCommand, ScsiEngine, ScsiReq};
 use target_core::target::{
@@ -108,8 +108,8 @@ pub(super) struct Req {
     need_units: usize,
     waiters: ArrayVec<u32, 4>,
     /// Its attribute in its logical unit's task set, while it is in one (dormant, or enabled
-    /// and counted until it ends).
-    order: Option<TaskAttribute>,
+    /// and counted until it ends), and the set's index in `SrpPg::task_sets`.
+    order: Option<(TaskAttribute, u32)>,
 }
 
 impl Req {
@@ -341,8 +341,20 @@ impl SrpPg {
                         TaskAttr::Ordered => TaskAttribute::Ordered,
                         _ => TaskAttribute::Simple,
                     };
-                    req.order = Some(attr);
-                    let set = self.task_sets.entry((sub, lun)).or_default();
+                    let ix = match c.last_task_set {
+                        Some((l, ix)) if l == lun => ix,
+                        _ => {
+                            let sets = &mut self.task_sets;
+                            let ix = *self.task_set_ix.entry((sub, lun)).or_insert_with(|| {
+                                sets.push(TaskOrder::default());
+                                (sets.len() - 1) as u32
+                            });
+                            c.last_task_set = Some((lun, ix));
+                            ix
+                        }
+                    };
+                    req.order = Some((attr, ix));
+                    let set = &mut self.task_sets[ix as usize];
                     if !set.arrive(scsi_cmd.token, attr) {
                         req.stage = Stage::Dormant;
                         return;
@@ -1125,12 +1137,11 @@ impl SrpPg {
         let Some(c) = self.chans.get_mut(key as usize) else {
             return;
         };
-        let sub = c.sub_id;
         let r = &mut c.reqs[slot as usize];
-        let (Some(attr), Some(lun)) = (r.order.take(), r.lun) else {
+        let Some((attr, ix)) = r.order.take() else {
             return;
         };
-        let Some(set) = self.task_sets.get_mut(&(sub, lun)) else {
+        let Some(set) = self.task_sets.get_mut(ix as usize) else {
             return;
         };
         if r.stage == Stage::Dormant {
