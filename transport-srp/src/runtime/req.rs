@@ -144,10 +144,11 @@ impl Req {
         }
     }
 
-    /// Starts a new request in this slot, keeping the preallocated bdev I/O.
+    /// Starts a new request in this slot, keeping the preallocated bdev I/O. Its SCSI state
+    /// is reset by whoever starts it: `ScsiEngine::start` for a command, `ScsiReq::reset`
+    /// otherwise (task management, an IU that does not decode).
     fn reset(&mut self, serial: u16, arrival: u64, recv: RecvRef, len: u32, tm: bool) {
         // Field by field: the request is large, and its SCSI state keeps its bdev I/O.
-        self.exec.reset();
         self.arrival = arrival;
         self.stage = Stage::Core;
         self.serial = serial;
@@ -288,12 +289,14 @@ impl SrpPg {
         }
         let bytes = iu_bytes(&c.recv, c.rpad, srq_bufs(&self.devs, c.dev), r, len);
         let imm_off = c.imm_off;
+        let req = &mut c.reqs[slot as usize];
         if tm {
+            req.exec.reset();
             return self.start_tm(core, key, slot, sub);
         }
-        let req = &mut c.reqs[slot as usize];
         match SrpCmd::decode(bytes, imm_off) {
             Err(e) => {
+                req.exec.reset();
                 let Some(t) = bytes.get(8..16) else {
                     tracing::warn!("SRP channel {}: runt SRP_CMD ({len} bytes) dropped", c.gid);
                     return self.finish(core, key, slot, false);
@@ -334,7 +337,7 @@ impl SrpPg {
                     ScsiEngine::fail(core, &mut req.exec, sense);
                     req.stage = Stage::Respond;
                 } else if let Some(lun) = req.lun
-                    && self.scsi.lu_exists(core, sub, lun)
+                    && req.exec.addresses_lu()
                 {
                     let attr = match cmd.task_attr {
                         TaskAttr::HeadOfQueue => TaskAttribute::HeadOfQueue,
