@@ -257,6 +257,16 @@ pub fn execute(
     })
 }
 
+/// Runs a READ or WRITE (6/10/12/16) CDB on `lu` as [`execute`] does (the CDB's length and
+/// CONTROL byte checked, then the fields, transfer length and LBA range), for the exec layer's
+/// fast path of media access.
+pub fn read_write(lu: &LogicalUnit, cdb: &[u8], data_out_len: u32) -> Verdict {
+    match Cdb::new(cdb) {
+        Some((c, _)) => checked(&c, |c| media::read_write(c, lu, data_out_len)),
+        None => Verdict::CheckCondition(Sense::invalid_field_in_cdb(0, None)),
+    }
+}
+
 /// Rejects CONTROL bytes asking for NACA (ACA is not supported), then runs `f`.
 fn checked(cdb: &Cdb<'_>, f: impl FnOnce(&Cdb<'_>) -> Verdict) -> Verdict {
     if cdb.control() & 0x04 != 0 {

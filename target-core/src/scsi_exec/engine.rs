@@ -34,6 +34,15 @@ pub(super) fn map_of<'m>(
     maps[i].get_or_insert_with(|| LuMap::build(core, subsystem, limits))
 }
 
+/// Whether a CDB is READ or WRITE (10/16), which [`ScsiEngine::exec_rw`] runs.
+fn is_fast_rw(cdb: &[u8]) -> bool {
+    use scsi::cdb::op;
+    matches!(
+        cdb.first(),
+        Some(&(op::READ_10 | op::READ_16 | op::WRITE_10 | op::WRITE_16))
+    )
+}
+
 /// Whether a CDB is REPORT TARGET PORT GROUPS.
 fn is_rtpg(cdb: &[u8]) -> bool {
     cdb.first() == Some(&scsi::cdb::op::MAINTENANCE_IN)
@@ -258,6 +267,13 @@ impl ScsiEngine {
         ua: &NexusUnitAttentions,
         req: &mut ScsiReq,
     ) -> ScsiAction {
+        if is_fast_rw(&req.cdb[..usize::from(req.cdb_len)])
+            && !req.no_lu
+            && req.delivering.is_none()
+            && let Some(action) = self.exec_rw(core, nexus, ua, req)
+        {
+            return action;
+        }
         if let Some(lun) = req.lun {
             map_of(&mut self.maps, core, req.sub, self.limits);
             if let Some(Some(m)) = self.maps.get_mut(req.sub as usize) {
@@ -368,6 +384,65 @@ impl ScsiEngine {
             }
         };
         let bs = lu.map_or(512, |l| l.block_size);
+        self.conclude(core, req, verdict, bs)
+    }
+
+    /// READ/WRITE(10/16) to a logical unit the nexus sees, while nothing is pending for the
+    /// nexus on it: the checks of the generic path in its order (reservation notices, unit
+    /// attentions, the port's ALUA state, reservation conflicts, the CDB's fields, transfer
+    /// length and LBA range), without building the device server's context or going through
+    /// its dispatch. `None` when the generic path must decide (a unit attention may be
+    /// pending, the port is not active for the LU, a reservation refuses the command, the
+    /// nexus does not see the LU): everything done here before that is idempotent, so the
+    /// generic path then runs the command from the start.
+    fn exec_rw(
+        &mut self,
+        core: &mut PgCore,
+        nexus: &ItNexus,
+        ua: &NexusUnitAttentions,
+        req: &mut ScsiReq,
+    ) -> Option<ScsiAction> {
+        let lun = req.lun?;
+        let sub = req.sub;
+        let m = self.maps.get_mut(sub as usize)?.as_mut()?;
+        m.refresh_modes(lun);
+        let m = m.get(lun)?;
+        if !sees(self.host_matcher, m, nexus) {
+            return None;
+        }
+        let nsid = u32::from(lun) + 1;
+        reservation::take_notices(core, sub, nsid, lun, nexus, ua);
+        let cdb = req.cdb;
+        let cdb = &cdb[..usize::from(req.cdb_len)];
+        if ua.may_be_pending(lun) {
+            return None;
+        }
+        if let (Some(_), Some(listener)) = (nexus.tpg_id, &nexus.listener) {
+            let mut cache = nexus.ana_cache.get();
+            let state = core.ana_state(sub, listener, &mut cache, m.ns.anagrpid);
+            nexus.ana_cache.set(cache);
+            if state.is_some_and(|st| alua::check(AluaState::from_ana(st), cdb).is_err()) {
+                return None;
+            }
+        }
+        if !reservation::permits(core, sub, nsid, nexus, cdb) {
+            return None;
+        }
+        let lu = &m.unit;
+        let bs = lu.block_size;
+        let verdict = scsi::read_write(lu, cdb, req.out_len);
+        Some(self.conclude(core, req, verdict, bs))
+    }
+
+    /// Ends the device server's run with its verdict: the response, data-in from the
+    /// workspace, or the bdev operation (`bs`: the LU's block size).
+    fn conclude(
+        &mut self,
+        core: &mut PgCore,
+        req: &mut ScsiReq,
+        verdict: Verdict,
+        bs: u32,
+    ) -> ScsiAction {
         match verdict {
             Verdict::Good => req.status = ScsiStatus::Good,
             Verdict::CheckCondition(s) => req.check(s),

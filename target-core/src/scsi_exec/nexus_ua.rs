@@ -113,7 +113,8 @@ impl NexusUnitAttentions {
         self.pending[w].fetch_and(!b, Ordering::Release);
     }
 
-    fn may_be_pending(&self, lun: u16) -> bool {
+    /// Whether a condition may be pending on `lun` (one atomic load; `false`: none is).
+    pub(super) fn may_be_pending(&self, lun: u16) -> bool {
         let (w, b) = bit(lun);
         self.pending[w].load(Ordering::Acquire) & b != 0
     }

@@ -228,6 +228,12 @@ impl ScsiReq {
         self.persist = None;
     }
 
+    /// Whether the command started ([`super::ScsiEngine::start`]) addresses a logical unit
+    /// mapped in its subsystem (whether its nexus sees it is decided when it runs).
+    pub fn addresses_lu(&self) -> bool {
+        matches!(self.admit_kind, AdmitKind::Io(_))
+    }
+
     /// Ends the command with CHECK CONDITION and `sense` and no data-in (see
     /// [`super::ScsiEngine::fail`], which also gives back the admission).
     pub(super) fn fail(&mut self, sense: Sense) {

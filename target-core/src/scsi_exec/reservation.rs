@@ -76,6 +76,12 @@ fn status(s: PrStatus) -> ResvStep {
     }
 }
 
+/// Step 2 alone: whether the volume's reservation lets `nexus` run `cdb` on namespace `nsid`.
+pub(super) fn permits(core: &mut PgCore, sub: u32, nsid: u32, nexus: &ItNexus, cdb: &[u8]) -> bool {
+    let who = Initiator::Scsi(nexus.identity());
+    core.resv_permits(sub, nsid, who, pr_access::command_class(cdb))
+}
+
 /// Steps 2 and 3 for a command to the logical unit of namespace `nsid`.
 pub(super) fn check(
     core: &mut PgCore,
@@ -86,8 +92,7 @@ pub(super) fn check(
 ) -> ResvStep {
     let cdb_copy = req.cdb;
     let cdb = &cdb_copy[..usize::from(req.cdb_len)];
-    let who = Initiator::Scsi(nexus.identity());
-    if !core.resv_permits(req.sub, nsid, who, pr_access::command_class(cdb)) {
+    if !permits(core, req.sub, nsid, nexus, cdb) {
         return ResvStep::Conflict;
     }
     let opcode = cdb.first().copied().unwrap_or(0);

@@ -8,6 +8,13 @@ use super::{
 /// Fixed part of SRP_RSP.
 pub const RSP_LEN: usize = 36;
 
+/// An SRP_RSP without response or sense data before its per-command fields are filled in.
+const RSP_TEMPLATE: [u8; RSP_LEN] = {
+    let mut b = [0u8; RSP_LEN];
+    b[0] = opcode::RSP;
+    b
+};
+
 /// FLAGS bits (byte 18).
 pub mod flags {
     /// RSPVALID: response data present.
@@ -143,6 +150,14 @@ impl<'a> SrpRsp<'a> {
     /// Encodes into `buf`, fitting the IU into `max_ti_iu_len` by truncating the sense data
     /// (as ib_srpt does). Returns the IU length.
     pub fn encode(&self, buf: &mut [u8], max_ti_iu_len: u32) -> Result<usize, EncodeError> {
+        if self.resp_data.is_empty()
+            && self.sense.is_empty()
+            && max_ti_iu_len >= RSP_LEN as u32
+            && let Some(out) = buf.get_mut(..RSP_LEN)
+        {
+            out.copy_from_slice(&self.fixed_part());
+            return Ok(RSP_LEN);
+        }
         let limit = usize::try_from(max_ti_iu_len)
             .unwrap_or(usize::MAX)
             .min(buf.len());
@@ -173,6 +188,21 @@ impl<'a> SrpRsp<'a> {
         b[RSP_LEN..r_end].copy_from_slice(self.resp_data);
         b[r_end..n].copy_from_slice(sense);
         Ok(n)
+    }
+
+    /// The 36 bytes of a response without response or sense data (every command that ends
+    /// GOOD): the template's opcode and zeroes, with the tag, credits, status, flags and
+    /// residuals of this one, built in registers and stored at once.
+    fn fixed_part(&self) -> [u8; RSP_LEN] {
+        let mut b = RSP_TEMPLATE;
+        b[1] = u8::from(self.solnt);
+        b[4..8].copy_from_slice(&self.req_lim_delta.to_be_bytes());
+        b[8..16].copy_from_slice(&self.tag.0);
+        b[18] = self.flags();
+        b[19] = self.status;
+        b[20..24].copy_from_slice(&self.data_out.count().to_be_bytes());
+        b[24..28].copy_from_slice(&self.data_in.count().to_be_bytes());
+        b
     }
 
     /// Decodes the wire form (test initiators). Residual counts are read only where the

@@ -583,6 +583,28 @@ fn rsp_good_with_underflow() {
 }
 
 #[test]
+fn rsp_without_sense_overwrites_a_used_buffer() {
+    // The fixed-size path writes all 36 bytes: a send buffer still holding an earlier,
+    // longer response is not left with its bytes.
+    let r = SrpRsp {
+        solnt: true,
+        data_out: Residual::Over(512),
+        data_in: Residual::Under(7),
+        ..SrpRsp::scsi(Tag([9; 8]), 0x0102_0304, 0x18, &[])
+    };
+    let mut b = [0xFFu8; 64];
+    let n = r.encode(&mut b, 36).unwrap();
+    assert_eq!(n, 36);
+    let want =
+        hex("c1 01 0000 01020304 0909090909090909 0000 24 18 00000200 00000007 00000000 00000000");
+    assert_eq!(&b[..n], want.as_slice());
+    assert_eq!(&b[n..], &[0xFF; 28]);
+    assert_eq!(SrpRsp::decode(&b[..n]).unwrap(), r);
+    // A limit below the fixed part cannot be met, sense or not.
+    assert!(r.encode(&mut b, 35).is_err());
+}
+
+#[test]
 fn rsp_check_condition_with_sense() {
     let sense = [
         0x70, 0, 5, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0x24, 0, 0, 0xC0, 0, 2,

@@ -109,6 +109,10 @@ pub(super) struct Chan {
     deadline: Option<Instant>,
     pub max_sge: usize,
     pub stats: ChanStats,
+    /// The LUN of this channel's last command and the index of its task set in
+    /// `SrpPg::task_sets` (the channel's subsystem is fixed): a channel's commands mostly
+    /// address one LU.
+    pub last_task_set: Option<(u16, u32)>,
 }
 
 /// Credits a target-initiated IU carries to the initiator.
@@ -450,6 +454,7 @@ impl SrpPg {
             deadline: None,
             max_sge: max_sge as usize,
             stats: ChanStats::default(),
+            last_task_set: None,
         };
         if !srq {
             for slot in 0..chan.recv.len() as u16 {

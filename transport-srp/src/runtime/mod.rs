@@ -177,8 +177,11 @@ pub struct SrpPg {
     buf_wait: VecDeque<u64>,
     bdev_retry: VecDeque<u64>,
     /// The task set of each logical unit (subsystem, LUN) this poll group's channels address,
-    /// made on first use: task attributes order tasks arriving on this poll group.
-    task_sets: HashMap<(u32, u16), TaskOrder<u64>>,
+    /// made on first use: task attributes order tasks arriving on this poll group. Never
+    /// removed, so a request and a channel keep a set's index (no lookup per command).
+    task_sets: Vec<TaskOrder<u64>>,
+    /// The index in `task_sets` of each logical unit's set.
+    task_set_ix: HashMap<(u32, u16), u32>,
     /// Dormant tasks their task set enabled, to start at the next poll.
     task_ready: VecDeque<u64>,
     waiters: Slab<Waiter>,
@@ -224,7 +227,8 @@ impl SrpPg {
             by_qpn: QpnMap::default(),
             buf_wait: VecDeque::with_capacity(1024),
             bdev_retry: VecDeque::with_capacity(256),
-            task_sets: HashMap::new(),
+            task_sets: Vec::new(),
+            task_set_ix: HashMap::new(),
             task_ready: VecDeque::with_capacity(256),
             waiters: Slab::new(),
             aborts: HashMap::new(),

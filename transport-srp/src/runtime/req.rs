@@ -23,7 +23,7 @@ use iobuf::IoBuf;
 use target_core::bdev::{BdevIo, IoStatus};
 use target_core::reactor::Step;
 use target_core::reservation::InitiatorPort;
-use target_core::scsi::task_order::TaskAttribute;
+use target_core::scsi::task_order::{TaskAttribute, TaskOrder};
 use target_core::scsi::{self, PROTOCOL_ID_SRP, ScsiIo, Sense, SenseKey, TargetPort};
 use target_core::scsi_exec::{ItNexus, ScsiAction, ScsiCommand, ScsiEngine, ScsiReq};
 use target_core::target::{
@@ -108,8 +108,8 @@ pub(super) struct Req {
     need_units: usize,
     waiters: ArrayVec<u32, 4>,
     /// Its attribute in its logical unit's task set, while it is in one (dormant, or enabled
-    /// and counted until it ends).
-    order: Option<TaskAttribute>,
+    /// and counted until it ends), and the set's index in `SrpPg::task_sets`.
+    order: Option<(TaskAttribute, u32)>,
 }
 
 impl Req {
@@ -144,10 +144,11 @@ impl Req {
         }
     }
 
-    /// Starts a new request in this slot, keeping the preallocated bdev I/O.
+    /// Starts a new request in this slot, keeping the preallocated bdev I/O. Its SCSI state
+    /// is reset by whoever starts it: `ScsiEngine::start` for a command, `ScsiReq::reset`
+    /// otherwise (task management, an IU that does not decode).
     fn reset(&mut self, serial: u16, arrival: u64, recv: RecvRef, len: u32, tm: bool) {
         // Field by field: the request is large, and its SCSI state keeps its bdev I/O.
-        self.exec.reset();
         self.arrival = arrival;
         self.stage = Stage::Core;
         self.serial = serial;
@@ -288,12 +289,14 @@ impl SrpPg {
         }
         let bytes = iu_bytes(&c.recv, c.rpad, srq_bufs(&self.devs, c.dev), r, len);
         let imm_off = c.imm_off;
+        let req = &mut c.reqs[slot as usize];
         if tm {
+            req.exec.reset();
             return self.start_tm(core, key, slot, sub);
         }
-        let req = &mut c.reqs[slot as usize];
         match SrpCmd::decode(bytes, imm_off) {
             Err(e) => {
+                req.exec.reset();
                 let Some(t) = bytes.get(8..16) else {
                     tracing::warn!("SRP channel {}: runt SRP_CMD ({len} bytes) dropped", c.gid);
                     return self.finish(core, key, slot, false);
@@ -334,15 +337,27 @@ impl SrpPg {
                     ScsiEngine::fail(core, &mut req.exec, sense);
                     req.stage = Stage::Respond;
                 } else if let Some(lun) = req.lun
-                    && self.scsi.lu_exists(core, sub, lun)
+                    && req.exec.addresses_lu()
                 {
                     let attr = match cmd.task_attr {
                         TaskAttr::HeadOfQueue => TaskAttribute::HeadOfQueue,
                         TaskAttr::Ordered => TaskAttribute::Ordered,
                         _ => TaskAttribute::Simple,
                     };
-                    req.order = Some(attr);
-                    let set = self.task_sets.entry((sub, lun)).or_default();
+                    let ix = match c.last_task_set {
+                        Some((l, ix)) if l == lun => ix,
+                        _ => {
+                            let sets = &mut self.task_sets;
+                            let ix = *self.task_set_ix.entry((sub, lun)).or_insert_with(|| {
+                                sets.push(TaskOrder::default());
+                                (sets.len() - 1) as u32
+                            });
+                            c.last_task_set = Some((lun, ix));
+                            ix
+                        }
+                    };
+                    req.order = Some((attr, ix));
+                    let set = &mut self.task_sets[ix as usize];
                     if !set.arrive(scsi_cmd.token, attr) {
                         req.stage = Stage::Dormant;
                         return;
@@ -1125,12 +1140,11 @@ impl SrpPg {
         let Some(c) = self.chans.get_mut(key as usize) else {
             return;
         };
-        let sub = c.sub_id;
         let r = &mut c.reqs[slot as usize];
-        let (Some(attr), Some(lun)) = (r.order.take(), r.lun) else {
+        let Some((attr, ix)) = r.order.take() else {
             return;
         };
-        let Some(set) = self.task_sets.get_mut(&(sub, lun)) else {
+        let Some(set) = self.task_sets.get_mut(ix as usize) else {
             return;
         };
         if r.stage == Stage::Dormant {
