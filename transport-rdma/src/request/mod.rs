@@ -743,21 +743,22 @@ impl RdmaPg {
         }
     }
 
-    pub(crate) fn on_send(&mut self, core: &mut PgCore, rk: u32, wc: WorkCompletion) {
-        let r = &self.reqs[rk as usize];
+    /// The response SEND of request `rk` on queue pair `qk` (both checked by the caller)
+    /// completed.
+    pub(crate) fn on_send(&mut self, core: &mut PgCore, rk: u32, qk: u32, wc: WorkCompletion) {
+        let Self {
+            reqs, qpairs, devs, ..
+        } = self;
+        let r = &reqs[rk as usize];
         if r.life.state() != State::Completing {
             tracing::error!(rk, state = ?r.life.state(), "SEND completion for a request not completing");
             return;
         }
-        let qk = r.qp;
-        let slots = u32::from(r.send_slots);
-        let latency = self.now_ns.saturating_sub(r.started);
         let disconnect = r.ex.disconnect_after;
-        if let Some(qp) = self.qpairs.get_mut(qk as usize) {
-            qp.sq_used = qp.sq_used.saturating_sub(slots);
-            if let Some(dp) = self.devs[qp.dev].as_mut() {
-                dp.stats.request_latency += latency;
-            }
+        let qp = &mut qpairs[qk as usize];
+        qp.sq_used = qp.sq_used.saturating_sub(u32::from(r.send_slots));
+        if let Some(dp) = devs[qp.dev].as_mut() {
+            dp.stats.request_latency += self.now_ns.saturating_sub(r.started);
         }
         if !wc.status.is_success() && wc.status != WcStatus::WrFlushErr {
             tracing::warn!(status = ?wc.status, "response SEND failed");
@@ -769,12 +770,12 @@ impl RdmaPg {
         self.drive(core, rk, Event::SendDone);
     }
 
-    pub(crate) fn on_read(&mut self, core: &mut PgCore, rk: u32, wc: WorkCompletion) {
-        let qk = self.reqs[rk as usize].qp;
-        if let Some(qp) = self.qpairs.get_mut(qk as usize) {
-            qp.sq_used = qp.sq_used.saturating_sub(1);
-            qp.reads_out = qp.reads_out.saturating_sub(1);
-        }
+    /// An RDMA READ of request `rk` on queue pair `qk` (both checked by the caller)
+    /// completed.
+    pub(crate) fn on_read(&mut self, core: &mut PgCore, rk: u32, qk: u32, wc: WorkCompletion) {
+        let qp = &mut self.qpairs[qk as usize];
+        qp.sq_used = qp.sq_used.saturating_sub(1);
+        qp.reads_out = qp.reads_out.saturating_sub(1);
         if !wc.status.is_success() && wc.status != WcStatus::WrFlushErr {
             tracing::warn!(status = ?wc.status, "RDMA READ failed");
             self.close(core, qk);
@@ -789,10 +790,9 @@ impl RdmaPg {
     }
 
     /// RDMA WRITEs are unsignaled: only errors arrive (the SEND after them reports too).
-    pub(crate) fn on_write(&mut self, core: &mut PgCore, rk: u32, wc: WorkCompletion) {
+    pub(crate) fn on_write(&mut self, core: &mut PgCore, qk: u32, wc: WorkCompletion) {
         if wc.status != WcStatus::WrFlushErr {
             tracing::warn!(status = ?wc.status, "RDMA WRITE failed");
-            let qk = self.reqs[rk as usize].qp;
             self.close(core, qk);
         }
     }
