@@ -64,6 +64,8 @@ impl RdmaPg {
         };
         match r.life.on(event) {
             Ok(Act::Wait) => {}
+            // A SEND completion's usual answer: no loop to enter.
+            Ok(Act::Free) => self.free_request(core, rk),
             Ok(act) => self.carry_out(core, rk, act),
             Err(e) => refused(rk, e),
         }
