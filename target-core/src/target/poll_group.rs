@@ -312,6 +312,8 @@ impl PgCore {
     /// Decides whether a request may run now. `Go` takes a reference that
     /// [`PgCore::release`] gives back when the request has completed; `Queued` parks
     /// `(transport, token)` until the subsystem or namespace resumes.
+    /// Inlined: it runs for every I/O command.
+    #[inline]
     pub fn admit(
         &mut self,
         subsystem: u32,
@@ -359,6 +361,8 @@ impl PgCore {
     }
 
     /// Gives back what a `Go` admission took. When a pause was waiting for this, it completes.
+    /// Inlined: it runs for every I/O command.
+    #[inline]
     pub fn release(&mut self, subsystem: u32, kind: AdmitKind) {
         let Some(sg) = self.sg_mut(subsystem) else {
             return;
@@ -476,6 +480,8 @@ impl PgCore {
     /// volume's reservation says: one atomic load and a few branches while nothing is
     /// reserved; the poll group's view is refreshed (one lock) only after a reservation
     /// change. An unknown namespace permits (admission refuses it).
+    /// Inlined: it runs for every I/O command.
+    #[inline]
     pub fn resv_permits(
         &mut self,
         subsystem: u32,
