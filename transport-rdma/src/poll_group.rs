@@ -193,14 +193,14 @@ impl RdmaPg {
         match id.kind {
             kind::RECV => self.on_recv(core, id, wc),
             kind::SEND | kind::READ | kind::WRITE => {
-                if !self.owns_wc(id, &wc) {
+                let Some(qk) = self.owner_of_wc(id, &wc) else {
                     tracing::debug!(wr_id = wc.wr_id, "completion for a released request");
                     return;
-                }
+                };
                 match id.kind {
-                    kind::SEND => self.on_send(core, id.key, wc),
-                    kind::READ => self.on_read(core, id.key, wc),
-                    _ => self.on_write(core, id.key, wc),
+                    kind::SEND => self.on_send(core, id.key, qk, wc),
+                    kind::READ => self.on_read(core, id.key, qk, wc),
+                    _ => self.on_write(core, qk, wc),
                 }
             }
             kind::MARKER => self.on_marker(core, id, wc),
@@ -211,16 +211,20 @@ impl RdmaPg {
         }
     }
 
-    /// Whether a send-queue completion belongs to request `id.key` as it is now: the same
-    /// incarnation (epoch), on a queue pair, the one the completion names. A request released
-    /// when its queue pair's drain marker completed may still see a completion the adapter
-    /// (or a fault) delivered out of order: it is ignored.
-    fn owns_wc(&self, id: WrId, wc: &WorkCompletion) -> bool {
-        self.reqs
-            .get(id.key as usize)
-            .filter(|r| r.epoch == id.generation)
-            .and_then(|r| self.qpairs.get(r.qp as usize))
-            .is_some_and(|q| q.qp_num == wc.qp_num)
+    /// The queue pair of request `id.key` if a send-queue completion belongs to it as it is
+    /// now: the same incarnation (epoch), on a queue pair, the one the completion names. A
+    /// request released when its queue pair's drain marker completed may still see a
+    /// completion the adapter (or a fault) delivered out of order: it is ignored. The one
+    /// lookup of the request and its queue pair per completion: the handlers index them by
+    /// the keys it checked.
+    #[inline]
+    fn owner_of_wc(&self, id: WrId, wc: &WorkCompletion) -> Option<u32> {
+        let r = self.reqs.get(id.key as usize)?;
+        if r.epoch != id.generation {
+            return None;
+        }
+        let qp = self.qpairs.get(r.qp as usize)?;
+        (qp.qp_num == wc.qp_num).then_some(r.qp)
     }
 
     fn poll_cq(&mut self, core: &mut PgCore, d: usize) -> usize {

@@ -166,6 +166,14 @@ pub(super) fn arrived(
     req: &mut NvmeReq,
     disconnect: DisconnectFn,
 ) -> Result<(), Status> {
+    if req.sqe.fuse() == 0 && q.fused.open.is_none() && !q.fused.refused {
+        // Not fused, and no half open before it: nothing to pair or break (what
+        // `pair_up` does for it, without its checks).
+        req.fused = FusedRole::None;
+        req.fused_queue = None;
+        req.second_step = SecondStep::Start;
+        return Ok(());
+    }
     let r = pair_up(q, req);
     if req.fused != FusedRole::None {
         req.fused_queue = Some((q.me, disconnect));

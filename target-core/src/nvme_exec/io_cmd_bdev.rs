@@ -37,17 +37,16 @@ pub(super) fn execute(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) ->
     let nsid = req.sqe.nsid();
     // A namespace the controller's host does not see is not active for it: Invalid
     // Namespace or Format, as for an NSID nothing is behind.
-    let ns = cx
-        .core
-        .namespace(sub, nsid)
-        .filter(|n| {
-            n.visible_hosts.is_none() || q.association().is_some_and(|c| n.visible_to(c.hostnqn()))
-        })
-        .map(namespace_view);
+    // One lookup: the view and the ANA group of the namespace, if the host sees it.
+    let (ns, group) = match cx.core.namespace(sub, nsid).filter(|n| {
+        n.visible_hosts.is_none() || q.association().is_some_and(|c| n.visible_to(c.hostnqn()))
+    }) {
+        Some(n) => (Some(namespace_view(n)), Some(n.anagrpid)),
+        None => (None, None),
+    };
     // The path's ANA state for the namespace's group, before any other check of the command
     // (after the namespace lookup), as nvmet and SPDK: no DNR, the host retries elsewhere.
-    if ns.is_some()
-        && let Some(group) = cx.core.namespace(sub, nsid).map(|n| n.anagrpid)
+    if let Some(group) = group
         && let Some(state) = cx.core.ana_state(sub, &q.listen, &mut q.ana_path, group)
         && let Err(s) = ana::check_io(state)
     {

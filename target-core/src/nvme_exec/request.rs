@@ -266,8 +266,22 @@ pub fn preempt_abort_mark(
 }
 
 /// Gives back what a request holds in the poll group (its admission), for a request dropped
-/// without completing (teardown).
+/// without completing (teardown). Transports call it for every request they free: inlined,
+/// it is one check when the request holds nothing (a completed command gave its admission
+/// back already).
+#[inline]
 pub fn abandon(core: &mut PgCore, req: &mut NvmeReq) {
+    if req.admitted.is_some()
+        || req.aborted.is_some()
+        || req.caw.is_some()
+        || req.fused_queue.is_some()
+    {
+        give_back(core, req);
+    }
+}
+
+/// What [`abandon`] does when the request holds something.
+fn give_back(core: &mut PgCore, req: &mut NvmeReq) {
     release(core, req);
     fused::drop_lock(core, req);
     fused::dropped(core, req);

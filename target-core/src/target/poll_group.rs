@@ -312,6 +312,8 @@ impl PgCore {
     /// Decides whether a request may run now. `Go` takes a reference that
     /// [`PgCore::release`] gives back when the request has completed; `Queued` parks
     /// `(transport, token)` until the subsystem or namespace resumes.
+    /// Inlined: it runs for every I/O command.
+    #[inline]
     pub fn admit(
         &mut self,
         subsystem: u32,
@@ -359,6 +361,8 @@ impl PgCore {
     }
 
     /// Gives back what a `Go` admission took. When a pause was waiting for this, it completes.
+    /// Inlined: it runs for every I/O command.
+    #[inline]
     pub fn release(&mut self, subsystem: u32, kind: AdmitKind) {
         let Some(sg) = self.sg_mut(subsystem) else {
             return;
@@ -382,7 +386,9 @@ impl PgCore {
 
     /// What the listener `addr` reports for ANA group `group` of a subsystem: `None` without
     /// ANA reporting (every path is optimized). `cache` is the caller's (a queue's) memo of
-    /// its path's index; no lock, no allocation.
+    /// its path's index; no lock, no allocation. Inlined into the I/O path: without ANA
+    /// reporting it is one check.
+    #[inline]
     pub fn ana_state(
         &self,
         subsystem: u32,
@@ -392,6 +398,17 @@ impl PgCore {
     ) -> Option<AnaState> {
         let sg = self.sg(subsystem)?;
         let ana = sg.ana.as_ref()?;
+        Self::path_ana_state(sg, ana, addr, cache, group)
+    }
+
+    /// [`PgCore::ana_state`] of a subsystem with ANA reporting.
+    fn path_ana_state(
+        sg: &SubsystemGroup,
+        ana: &PgAna,
+        addr: &ListenAddr,
+        cache: &mut Option<(u64, usize)>,
+        group: u32,
+    ) -> Option<AnaState> {
         let i = match *cache {
             Some((epoch, i)) if epoch == sg.ana_epoch => i,
             _ => {
@@ -463,6 +480,8 @@ impl PgCore {
     /// volume's reservation says: one atomic load and a few branches while nothing is
     /// reserved; the poll group's view is refreshed (one lock) only after a reservation
     /// change. An unknown namespace permits (admission refuses it).
+    /// Inlined: it runs for every I/O command.
+    #[inline]
     pub fn resv_permits(
         &mut self,
         subsystem: u32,

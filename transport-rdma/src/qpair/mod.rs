@@ -77,6 +77,7 @@ impl RdmaPg {
     }
 
     /// Feeds `event` to queue pair `qk`'s lifecycle and carries out what it asks.
+    #[inline]
     pub(crate) fn qpair_event(&mut self, core: &mut PgCore, qk: u32, event: Event) {
         let Some(qp) = self.qpairs.get_mut(qk as usize) else {
             return;

@@ -5,13 +5,21 @@
 //! ```text
 //!  Free ─Start──▶ Ready ──execute──▶ Executing ─io─▶ IoDone ─finish─▶ …
 //!    │              ▲  │                Queued ─resumed─▶ Ready
-//!    │              │  │                Parked ─AER done─▶ Responding
-//!    │              │  │                Busy ─retry─▶ Retrying ─resubmit─▶ …
-//!    ├─▶ NeedBuffer ┤  └─complete─▶ Responding ─plan─▶ C2hPending | SendPending
-//!    │      │       │                                       │ posted
-//!    │      └─▶ H2cPending ─all posted─▶ H2c ─all read─┘    ▼
-//!    └────────────▶ Responding                           Completing ─SEND done─▶ Free
+//!    │              │  │                Parked ─AER done─▶ Responding ─plan─┐
+//!    │              │  │                Busy ─retry─▶ Retrying ─resubmit─▶ …  │
+//!    ├─▶ NeedBuffer ┤  └─complete + plan─▶ C2hPending | SendPending ◀───────┤
+//!    │      │       │                                  │ posted              │
+//!    │      └─▶ H2cPending ─all posted─▶ H2c ─all read─┘    ▼                │
+//!    │              │                                  Completing ─SEND done─▶ Free
+//!    └─▶ Responding ─plan──────────────────────────────────────────────────┘
 //! ```
+//!
+//! Two shortcuts keep the usual I/O at six transitions without skipping a state anything
+//! outside the driver could see: a command whose buffers the driver took as it arrived
+//! starts with them ([`Start::Fetched`]: `Free` to `Ready` or `H2cPending`, as `Buffers`
+//! from `NeedBuffer`), and the exec layer's "finished" comes with the response planned
+//! ([`Exec::Complete`]: straight to the queue it posts from; `Responding` remains for the
+//! completions made without the exec layer: refused commands, AERs).
 //!
 //! `Ready`, `IoDone`, `Retrying` and `Responding` are the driver's own: it leaves them within
 //! the same call. Every other state waits for an event from outside: a buffer, send-queue
@@ -63,8 +71,13 @@ pub(crate) enum State {
 /// What the exec layer said after running a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum Exec {
-    /// Finished: respond.
-    Complete,
+    /// Finished, and its response planned (the driver plans it with the answer, so the
+    /// request does not stop in `Responding`): post it with this many RDMA WRITEs of data
+    /// before the SEND.
+    Complete {
+        /// RDMA WRITEs of data (0: the SEND alone).
+        writes: u16,
+    },
     /// A bdev I/O is in flight.
     Submitted,
     /// Admission queued it.
@@ -82,6 +95,9 @@ pub(crate) enum Start {
     Execute,
     /// Keyed SGL with data: take buffers first.
     NeedData,
+    /// Keyed SGL with data, and the driver took its buffers already (nobody waited for
+    /// them): as [`Event::Buffers`] from `NeedBuffer`.
+    Fetched(Fetch),
     /// Refused (bad SGL, malformed command): respond with the error completion.
     Respond,
 }
@@ -249,27 +265,45 @@ impl Lifecycle {
         }
     }
 
-    /// Feeds one event; returns what the driver must do. Inlined into the driver's loop: it
-    /// runs about eight times per I/O.
-    #[inline]
+    /// The response is planned with `writes` RDMA WRITEs: wait for send-queue room.
+    #[inline(always)]
+    fn planned(&mut self, writes: u16) -> Result<Act, Invalid> {
+        if writes > 0 {
+            self.go(State::C2hPending, Act::Enqueue(WaitQueue::Writes))
+        } else {
+            self.go(State::SendPending, Act::Enqueue(WaitQueue::Sends))
+        }
+    }
+
+    /// The request has its data buffers: fetch the host's data, or execute.
+    #[inline(always)]
+    fn fetched(&mut self, f: Fetch) -> Result<Act, Invalid> {
+        match f {
+            Fetch::Execute | Fetch::Reads(0) => self.go(State::Ready, Act::Execute),
+            Fetch::Reads(n) => {
+                self.reads = n;
+                self.posted = 0;
+                self.done = 0;
+                self.go(State::H2cPending, Act::Enqueue(WaitQueue::Reads))
+            }
+            Fetch::Unplannable => self.go(State::Responding, Act::PlanResponse),
+        }
+    }
+
+    /// Feeds one event; returns what the driver must do. Inlined into the driver: it runs
+    /// about six times per I/O, mostly with an event the caller names, so it folds to a
+    /// check of the state.
+    #[inline(always)]
     pub fn on(&mut self, event: Event) -> Result<Act, Invalid> {
         use State::*;
         match (self.state, event) {
             (Free, Event::Start(s)) => match s {
                 Start::Execute => self.go(Ready, Act::Execute),
                 Start::NeedData => self.go(NeedBuffer, Act::TakeBuffers),
+                Start::Fetched(f) => self.fetched(f),
                 Start::Respond => self.go(Responding, Act::PlanResponse),
             },
-            (NeedBuffer, Event::Buffers(f)) => match f {
-                Fetch::Execute | Fetch::Reads(0) => self.go(Ready, Act::Execute),
-                Fetch::Reads(n) => {
-                    self.reads = n;
-                    self.posted = 0;
-                    self.done = 0;
-                    self.go(H2cPending, Act::Enqueue(WaitQueue::Reads))
-                }
-                Fetch::Unplannable => self.go(Responding, Act::PlanResponse),
-            },
+            (NeedBuffer, Event::Buffers(f)) => self.fetched(f),
             (H2cPending, Event::ReadsPosted(n)) if n > 0 && n <= self.reads_left() => {
                 self.posted += n;
                 if self.posted == self.reads {
@@ -297,7 +331,7 @@ impl Lifecycle {
                     };
                 }
                 match e {
-                    Exec::Complete => self.go(Responding, Act::PlanResponse),
+                    Exec::Complete { writes } => self.planned(writes),
                     Exec::Submitted => self.go(Executing, Act::Wait),
                     Exec::Queued => self.go(Queued, Act::Wait),
                     Exec::Parked => self.go(Parked, Act::Enqueue(WaitQueue::Parked)),
@@ -314,13 +348,7 @@ impl Lifecycle {
             (Queued, Event::Resumed) => self.go(Ready, Act::Execute),
             (Busy, Event::Retry) => self.go(Retrying, Act::Resubmit),
             (Parked, Event::AerDone) => self.go(Responding, Act::PlanResponse),
-            (Responding, Event::Planned { writes }) => {
-                if writes > 0 {
-                    self.go(C2hPending, Act::Enqueue(WaitQueue::Writes))
-                } else {
-                    self.go(SendPending, Act::Enqueue(WaitQueue::Sends))
-                }
-            }
+            (Responding, Event::Planned { writes }) => self.planned(writes),
             (C2hPending | SendPending, Event::Posted) => self.go(Completing, Act::Wait),
             (Completing, Event::SendDone) => self.go(Free, Act::Free),
             (_, Event::Close) => {

@@ -46,33 +46,37 @@ fn count(r: &Req, total: u32, max_sge: usize) -> Option<u16> {
         .and_then(|n| u16::try_from(n).ok())
 }
 
-fn exec_of(o: NvmeAction) -> Exec {
-    match o {
-        NvmeAction::Complete => Exec::Complete,
-        NvmeAction::Submitted => Exec::Submitted,
-        NvmeAction::Queued => Exec::Queued,
-        NvmeAction::Parked => Exec::Parked,
-        NvmeAction::Busy => Exec::Busy,
-    }
+/// Logs an event a request's lifecycle refused (a bug, or a stale completion).
+#[cold]
+fn refused(rk: u32, e: lifecycle::Invalid) {
+    tracing::error!(rk, state = ?e.state, event = ?e.event, "request event refused");
 }
 
 impl RdmaPg {
     /// Moves request `rk` on with `event` until it waits for something: the one place a
-    /// request's state changes (SPDK's `nvmf_rdma_request_process`).
+    /// request's state changes (SPDK's `nvmf_rdma_request_process`). Inlined: callers pass a
+    /// known event, so the transition folds to a check of the state; only what is more than
+    /// a wait goes to [`Self::carry_out`].
+    #[inline(always)]
     pub(crate) fn drive(&mut self, core: &mut PgCore, rk: u32, event: Event) {
-        let mut event = event;
+        let Some(r) = self.reqs.get_mut(rk as usize) else {
+            return;
+        };
+        match r.life.on(event) {
+            Ok(Act::Wait) => {}
+            // A SEND completion's usual answer: no loop to enter.
+            Ok(Act::Free) => self.free_request(core, rk),
+            Ok(act) => self.carry_out(core, rk, act),
+            Err(e) => refused(rk, e),
+        }
+    }
+
+    /// Carries out `act` for request `rk`, and what the transitions its answers make ask
+    /// for, until the request waits.
+    fn carry_out(&mut self, core: &mut PgCore, rk: u32, act: Act) {
+        let mut act = act;
         loop {
-            let Some(r) = self.reqs.get_mut(rk as usize) else {
-                return;
-            };
-            let act = match r.life.on(event) {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::error!(rk, state = ?e.state, event = ?e.event, "request event refused");
-                    return;
-                }
-            };
-            event = match act {
+            let event = match act {
                 Act::Wait => return,
                 Act::Execute => self.execute(core, rk),
                 Act::FinishIo => self.finish_io(core, rk),
@@ -92,7 +96,9 @@ impl RdmaPg {
                         }
                     }
                 }
-                Act::PlanResponse => self.plan_response(rk),
+                Act::PlanResponse => Event::Planned {
+                    writes: self.plan_response(rk),
+                },
                 Act::Enqueue(q) => {
                     self.enqueue(rk, q);
                     return;
@@ -108,6 +114,13 @@ impl RdmaPg {
                     self.free_request(core, rk);
                     return;
                 }
+            };
+            let Some(r) = self.reqs.get_mut(rk as usize) else {
+                return;
+            };
+            act = match r.life.on(event) {
+                Ok(a) => a,
+                Err(e) => return refused(rk, e),
             };
         }
     }
@@ -166,7 +179,21 @@ impl RdmaPg {
                 self.complete_parked(core, qk, a);
             }
         }
-        Event::Exec(exec_of(out))
+        self.answer(rk, out)
+    }
+
+    /// The exec layer's answer as the request's next event; a finished command has its
+    /// response planned here, so it goes straight to the queue it posts from.
+    fn answer(&mut self, rk: u32, out: NvmeAction) -> Event {
+        Event::Exec(match out {
+            NvmeAction::Complete => Exec::Complete {
+                writes: self.plan_response(rk),
+            },
+            NvmeAction::Submitted => Exec::Submitted,
+            NvmeAction::Queued => Exec::Queued,
+            NvmeAction::Parked => Exec::Parked,
+            NvmeAction::Busy => Exec::Busy,
+        })
     }
 
     /// Finishes the bdev I/O that came back (it waits in the request's exec state).
@@ -177,12 +204,11 @@ impl RdmaPg {
         let r = &mut reqs[rk as usize];
         let qp = &mut qpairs[r.qp as usize];
         let Some(io) = r.ex.io.take() else {
-            return Event::Exec(Exec::Complete);
+            return self.answer(rk, NvmeAction::Complete);
         };
         let mut cx = NvmeCtx::new(core, &sh.info, self.now);
-        Event::Exec(exec_of(nvme_exec::io_done(
-            &mut cx, &mut qp.q, &mut r.ex, io,
-        )))
+        let out = nvme_exec::io_done(&mut cx, &mut qp.q, &mut r.ex, io);
+        self.answer(rk, out)
     }
 
     fn resubmit(&mut self, core: &mut PgCore, rk: u32) -> Event {
@@ -192,7 +218,8 @@ impl RdmaPg {
         let r = &mut reqs[rk as usize];
         let qp = &mut qpairs[r.qp as usize];
         let mut cx = NvmeCtx::new(core, &sh.info, self.now);
-        Event::Exec(exec_of(nvme_exec::resubmit(&mut cx, &mut qp.q, &mut r.ex)))
+        let out = nvme_exec::resubmit(&mut cx, &mut qp.q, &mut r.ex);
+        self.answer(rk, out)
     }
 
     /// A received command meets a free request.
@@ -276,6 +303,14 @@ impl RdmaPg {
                 }
             }
         };
+        // Buffers taken here when nobody waits for them: the request starts with them.
+        let start = match start {
+            Start::NeedData if self.pending_buf.is_empty() => match self.take_buffers(rk) {
+                Some(f) => Start::Fetched(f),
+                None => Start::NeedData,
+            },
+            s => s,
+        };
         self.drive(core, rk, Event::Start(start));
     }
 
@@ -336,8 +371,9 @@ impl RdmaPg {
         true
     }
 
-    /// The request has its completion: encode it, and count the RDMA WRITEs of its data.
-    fn plan_response(&mut self, rk: u32) -> Event {
+    /// The request has its completion: encode it, and count the RDMA WRITEs of its data
+    /// (returned).
+    fn plan_response(&mut self, rk: u32) -> u16 {
         let r = &mut self.reqs[rk as usize];
         let cqe = r.ex.cqe.encode();
         r.rsp.as_mut_slice()[..CQE_SIZE].copy_from_slice(&cqe);
@@ -345,14 +381,14 @@ impl RdmaPg {
         if r.ex.data_len > 0 && r.dir == Direction::ControllerToHost && r.data == Data::Pool {
             if let Some(n) = count(r, r.ex.data_len, max_sge) {
                 r.writes = n;
-                return Event::Planned { writes: n };
+                return n;
             }
             tracing::error!("cannot plan the data transfer of a response");
             r.ex.cqe.status = Status::INTERNAL_ERROR;
             r.rsp.as_mut_slice()[..CQE_SIZE].copy_from_slice(&r.ex.cqe.encode());
         }
         r.writes = 0;
-        Event::Planned { writes: 0 }
+        0
     }
 
     /// Completes the parked AER named by `a` on queue pair `qk`.
@@ -709,21 +745,22 @@ impl RdmaPg {
         }
     }
 
-    pub(crate) fn on_send(&mut self, core: &mut PgCore, rk: u32, wc: WorkCompletion) {
-        let r = &self.reqs[rk as usize];
+    /// The response SEND of request `rk` on queue pair `qk` (both checked by the caller)
+    /// completed.
+    pub(crate) fn on_send(&mut self, core: &mut PgCore, rk: u32, qk: u32, wc: WorkCompletion) {
+        let Self {
+            reqs, qpairs, devs, ..
+        } = self;
+        let r = &reqs[rk as usize];
         if r.life.state() != State::Completing {
             tracing::error!(rk, state = ?r.life.state(), "SEND completion for a request not completing");
             return;
         }
-        let qk = r.qp;
-        let slots = u32::from(r.send_slots);
-        let latency = self.now_ns.saturating_sub(r.started);
         let disconnect = r.ex.disconnect_after;
-        if let Some(qp) = self.qpairs.get_mut(qk as usize) {
-            qp.sq_used = qp.sq_used.saturating_sub(slots);
-            if let Some(dp) = self.devs[qp.dev].as_mut() {
-                dp.stats.request_latency += latency;
-            }
+        let qp = &mut qpairs[qk as usize];
+        qp.sq_used = qp.sq_used.saturating_sub(u32::from(r.send_slots));
+        if let Some(dp) = devs[qp.dev].as_mut() {
+            dp.stats.request_latency += self.now_ns.saturating_sub(r.started);
         }
         if !wc.status.is_success() && wc.status != WcStatus::WrFlushErr {
             tracing::warn!(status = ?wc.status, "response SEND failed");
@@ -735,12 +772,12 @@ impl RdmaPg {
         self.drive(core, rk, Event::SendDone);
     }
 
-    pub(crate) fn on_read(&mut self, core: &mut PgCore, rk: u32, wc: WorkCompletion) {
-        let qk = self.reqs[rk as usize].qp;
-        if let Some(qp) = self.qpairs.get_mut(qk as usize) {
-            qp.sq_used = qp.sq_used.saturating_sub(1);
-            qp.reads_out = qp.reads_out.saturating_sub(1);
-        }
+    /// An RDMA READ of request `rk` on queue pair `qk` (both checked by the caller)
+    /// completed.
+    pub(crate) fn on_read(&mut self, core: &mut PgCore, rk: u32, qk: u32, wc: WorkCompletion) {
+        let qp = &mut self.qpairs[qk as usize];
+        qp.sq_used = qp.sq_used.saturating_sub(1);
+        qp.reads_out = qp.reads_out.saturating_sub(1);
         if !wc.status.is_success() && wc.status != WcStatus::WrFlushErr {
             tracing::warn!(status = ?wc.status, "RDMA READ failed");
             self.close(core, qk);
@@ -755,10 +792,9 @@ impl RdmaPg {
     }
 
     /// RDMA WRITEs are unsignaled: only errors arrive (the SEND after them reports too).
-    pub(crate) fn on_write(&mut self, core: &mut PgCore, rk: u32, wc: WorkCompletion) {
+    pub(crate) fn on_write(&mut self, core: &mut PgCore, qk: u32, wc: WorkCompletion) {
         if wc.status != WcStatus::WrFlushErr {
             tracing::warn!(status = ?wc.status, "RDMA WRITE failed");
-            let qk = self.reqs[rk as usize].qp;
             self.close(core, qk);
         }
     }

@@ -39,8 +39,7 @@ fn a_read_without_data_in_the_capsule_goes_through_every_step() {
             E::Buffers(Fetch::Execute),
             E::Exec(Exec::Submitted),
             E::IoBack,
-            E::Exec(Exec::Complete),
-            E::Planned { writes: 1 },
+            E::Exec(Exec::Complete { writes: 1 }),
             E::Posted,
             E::SendDone,
         ],
@@ -52,13 +51,67 @@ fn a_read_without_data_in_the_capsule_goes_through_every_step() {
             Act::Execute,
             Act::Wait,
             Act::FinishIo,
-            Act::PlanResponse,
             Act::Enqueue(WaitQueue::Writes),
             Act::Wait,
             Act::Free,
         ]
     );
     assert!(l.is_free());
+}
+
+#[test]
+fn a_read_whose_buffers_were_taken_on_arrival_takes_six_transitions() {
+    // The driver took the buffers as the command arrived: it starts with them, and the exec
+    // layer's answer comes with the response planned.
+    let mut l = Lifecycle::default();
+    let mut states = Vec::new();
+    let mut acts = Vec::new();
+    for e in [
+        E::Start(Start::Fetched(Fetch::Execute)),
+        E::Exec(Exec::Submitted),
+        E::IoBack,
+        E::Exec(Exec::Complete { writes: 1 }),
+        E::Posted,
+        E::SendDone,
+    ] {
+        acts.push(l.on(e).unwrap());
+        states.push(l.state());
+    }
+    assert_eq!(
+        acts,
+        [
+            Act::Execute,
+            Act::Wait,
+            Act::FinishIo,
+            Act::Enqueue(WaitQueue::Writes),
+            Act::Wait,
+            Act::Free,
+        ]
+    );
+    assert_eq!(
+        states,
+        [
+            S::Ready,
+            S::Executing,
+            S::IoDone,
+            S::C2hPending,
+            S::Completing,
+            S::Free
+        ]
+    );
+    // A write's buffers taken on arrival: its READs are planned as from `NeedBuffer`.
+    let mut w = Lifecycle::default();
+    assert_eq!(
+        w.on(E::Start(Start::Fetched(Fetch::Reads(2)))),
+        Ok(Act::Enqueue(WaitQueue::Reads))
+    );
+    assert_eq!((w.state(), w.reads_left()), (S::H2cPending, 2));
+    let mut u = Lifecycle::default();
+    assert_eq!(
+        u.on(E::Start(Start::Fetched(Fetch::Unplannable))),
+        Ok(Act::PlanResponse)
+    );
+    assert_eq!(u.state(), S::Responding);
 }
 
 #[test]
@@ -109,7 +162,16 @@ fn a_failed_read_frees_the_request_without_executing() {
 #[test]
 fn exec_outcomes_and_their_waits() {
     for (e, state, act) in [
-        (Exec::Complete, S::Responding, Act::PlanResponse),
+        (
+            Exec::Complete { writes: 0 },
+            S::SendPending,
+            Act::Enqueue(WaitQueue::Sends),
+        ),
+        (
+            Exec::Complete { writes: 2 },
+            S::C2hPending,
+            Act::Enqueue(WaitQueue::Writes),
+        ),
         (Exec::Submitted, S::Executing, Act::Wait),
         (Exec::Queued, S::Queued, Act::Wait),
         (Exec::Parked, S::Parked, Act::Enqueue(WaitQueue::Parked)),
@@ -269,7 +331,7 @@ fn a_closed_request_never_executes_or_responds_again() {
     assert_eq!(l.on(E::IoBack), Ok(Act::Free));
     // The exec layer answers after a close: freed, or its I/O waited for.
     for (e, act, state) in [
-        (Exec::Complete, Act::Free, S::Free),
+        (Exec::Complete { writes: 1 }, Act::Free, S::Free),
         (Exec::Busy, Act::Free, S::Free),
         (Exec::Submitted, Act::Wait, S::Executing),
     ] {
@@ -302,7 +364,7 @@ fn every_state_refuses_what_it_cannot_take() {
         E::Buffers(Fetch::Execute),
         E::ReadsPosted(1),
         E::ReadDone { ok: true },
-        E::Exec(Exec::Complete),
+        E::Exec(Exec::Complete { writes: 0 }),
         E::IoBack,
         E::Resumed,
         E::Retry,
@@ -425,7 +487,7 @@ fn run(start: State, order: &[Ev]) -> (Lifecycle, u32) {
                 }
                 Act::Execute | Act::FinishIo | Act::Resubmit => {
                     assert!(!closed, "{start:?} {order:?}: ran after the close");
-                    l.on(E::Exec(Exec::Complete)).unwrap()
+                    l.on(E::Exec(Exec::Complete { writes: 0 })).unwrap()
                 }
                 Act::PlanResponse => {
                     assert!(!closed, "{start:?} {order:?}: responded after the close");
