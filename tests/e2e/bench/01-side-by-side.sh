@@ -174,6 +174,14 @@ perf_summary() {
       --percent-limit 0.5 2> /dev/null | grep -v '^$'
     "$E2E_BIN/perf" report -i "$d" --stdio --no-children -g none --sort comm,dso,sym \
       --percent-limit 0.7 2> /dev/null | grep -v '^$'
+    # rtgt's reactors, inclusive of callees (system calls and what runs inside them): which
+    # calls carry the cost.
+    if [[ $2 == rtgt-* ]]; then
+      echo "# rtgt reactors, children included (inclusive cost per symbol)"
+      { "$E2E_BIN/perf" report -i "$d" --stdio --children --comms reactor_0,reactor_1 \
+          --sort sym -g none --percent-limit 0.5 2> /dev/null || true; } \
+        | grep -v '^$' | grep -v '^#' | head -80 || true
+    fi
   } > "$t"
   rm -f "$d"
   log "perf profile of $2: $(basename "$t") ($(grep -c '%' "$t") lines)"
