@@ -23,6 +23,10 @@
 # in round 1 that job runs under `perf record -a -g` (cpu-clock, both vCPUs), and
 # perf-<target>-<job>.txt holds where the guest's CPU went, by command and by kernel or user
 # symbol, for each target side by side.
+# After each job the log also has: each vCPU's busy share; for rtgt, its context switches,
+# reactor sleeps and SRP polls per I/O; soft-RoCE's hw_counters per I/O (packets, retries,
+# duplicate requests, RNR NAKs); for SRP, ib_srp's req_lim (min/max while the job ran),
+# queue_depth and can_queue. Counts per I/O do not depend on the host's load as IOPS do.
 # e2e-timeout: 1800
 
 ROUNDS=${BENCH_ROUNDS:-3}
@@ -43,6 +47,41 @@ echo '{}' > "$OUT"
 
 cpu_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
 rtgt_ticks() { if rtgt_alive; then awk '{ print $14 + $15 }' "/proc/$RTGT_PID/stat"; else echo 0; fi; }
+# Per-vCPU busy and total ticks ("busy0 total0 busy1 total1 ...").
+vcpu_ticks() { awk '/^cpu[0-9]/ { printf "%d %d ", $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+# rtgt's context switches (voluntary: it slept; nonvoluntary: preempted; all threads) and its
+# reactors' sleeps and polls.
+rtgt_counts() {
+  local cs="0 0" sl=0 po=0
+  if rtgt_alive; then
+    cs=$(awk '/^voluntary_ctxt_switches/ { s += $2 } /^nonvoluntary_ctxt_switches/ { n += $2 }
+              END { print s + 0, n + 0 }' \
+      /proc/"$RTGT_PID"/task/*/status 2> /dev/null || true)
+    sl=$(rtgt_rpc framework_get_reactors 2> /dev/null | jq '[.reactors[].sleeps] | add // 0' || echo 0)
+    po=$(rtgt_rpc nvmf_get_stats 2> /dev/null \
+      | jq '[.poll_groups[].transports[] | .polls // 0] | add // 0' || echo 0)
+  fi
+  echo "$cs $sl $po"
+}
+# soft-RoCE's own counters (rxe0 port 1 hw_counters: packets, RNR NAKs, retries, ...), "name=value".
+rxe_counters() {
+  local f
+  for f in /sys/class/infiniband/*/ports/1/hw_counters/*; do
+    [ -r "$f" ] && printf '%s=%s ' "${f##*/}" "$(cat "$f" 2> /dev/null || echo 0)"
+  done
+  echo
+}
+# The SRP initiator's request limit (ib_srp's req_lim: the smallest over the channels), sampled
+# every 2 s while a job runs: its minimum shows whether credits ran short.
+# Bash built-ins only: the sampler must not take the CPU the job measures (a fork and exec in the
+# emulated guest costs milliseconds).
+srp_req_lim() {
+  local f v m=
+  for f in /sys/class/scsi_host/host*/req_lim; do
+    [ -r "$f" ] && read -r v < "$f" && { [ -z "$m" ] || [ "$v" -lt "$m" ]; } && m=$v
+  done
+  echo "$m"
+}
 
 RDMA_JOBS=("randread-4k-qd32:--rw=randread --bs=4k --iodepth=32"
            "seqread-128k-qd8:--rw=read --bs=128k --iodepth=8"
@@ -67,12 +106,21 @@ bench_jobs() {
         -- sleep $((RUNTIME + 2)) > /dev/null 2>&1 &
       perf_pid=$!
     fi
+    local v0 v1 k0 k1 x0 x1 lim_pid= lim_f=$E2E_RUN/req_lim
+    v0=$(vcpu_ticks); k0=$(rtgt_counts); x0=$(rxe_counters)
+    if [ -n "$(srp_req_lim)" ]; then
+      : > "$lim_f"
+      (while :; do srp_req_lim >> "$lim_f"; sleep 2; done) &
+      lim_pid=$!
+    fi
     read -r c0 t0 <<< "$(cpu_ticks)"; r0=$(rtgt_ticks); s0=$(date +%s.%N)
     # shellcheck disable=SC2086
     fio_json "$label-$name-$round" --name="$name" --filename="$dev" --direct=1 --ioengine=libaio \
       $opts --time_based --runtime="$RUNTIME" --ramp_time=2 --numjobs=1 \
       || fail "fio $name on $label ($dev) failed"
     read -r c1 t1 <<< "$(cpu_ticks)"; r1=$(rtgt_ticks); s1=$(date +%s.%N)
+    v1=$(vcpu_ticks); k1=$(rtgt_counts); x1=$(rxe_counters)
+    [ -z "$lim_pid" ] || { kill "$lim_pid"; wait "$lim_pid" 2> /dev/null || true; }
     [ -z "$perf_pid" ] || perf_summary "$perf_pid" "$label-$name"
     local gcpu tcpu ncpu hz
     ncpu=$(nproc); hz=$(getconf CLK_TCK 2> /dev/null || echo 100)
@@ -94,19 +142,46 @@ bench_jobs() {
       "$OUT" > "$OUT.tmp" && mv "$OUT.tmp" "$OUT"
     log "round $round $label $name: $(jq -r --arg l "$label" --arg n "$name" \
       '.[$l][$n].runs[-1] | "\(.iops | floor) IOPS, \(.mib_s | floor) MiB/s, mean \(.lat_us_mean | floor) us, guest CPU \(.guest_cpu_percent)%, rtgt \(.rtgt_cpu_percent)%"' "$OUT")"
+    local ios
+    ios=$(jq --arg l "$label" --arg n "$name" '.[$l][$n].runs[-1] | .iops' "$OUT")
+    log "  per vCPU busy: $(awk -v a="$v0" -v b="$v1" 'BEGIN { n = split(a, x, " "); split(b, y, " ");
+        for (i = 1; i < n; i += 2) printf "cpu%d %.0f%% ", (i - 1) / 2, (y[i] - x[i]) / (y[i + 1] - x[i + 1] + 1e-9) * 100 }')"
+    if [ "$r1" != 0 ]; then
+      log "  rtgt per I/O (incl. ramp): $(awk -v a="$k0" -v b="$k1" -v io="$ios" -v t="$(awk -v s="$s0" -v e="$s1" 'BEGIN { print e - s }')" \
+        'BEGIN { split(a, x, " "); split(b, y, " "); n = io * t + 1e-9;
+          printf "%.2f voluntary and %.2f nonvoluntary context switches, %.2f reactor sleeps, %.2f SRP polls", (y[1] - x[1]) / n, (y[2] - x[2]) / n, (y[3] - x[3]) / n, (y[4] - x[4]) / n }')"
+    fi
+    log "  soft-RoCE counters per I/O (incl. ramp): $(awk -v a="$x0" -v b="$x1" -v io="$ios" \
+      -v t="$(awk -v s="$s0" -v e="$s1" 'BEGIN { print e - s }')" 'BEGIN {
+        n = split(a, x, " "); split(b, y, " "); m = io * t + 1e-9
+        for (i = 1; i <= n; i++) { split(x[i], p, "="); split(y[i], q, "=")
+          if (q[2] - p[2] > 0) printf "%s %.3g ", p[1], (q[2] - p[2]) / m } }')"
+    [ -z "$lim_pid" ] || log "  ib_srp req_lim during the job: min $(sort -n "$lim_f" | head -1), max $(sort -n "$lim_f" | tail -1);" \
+      "queue_depth $(cat "/sys/block/${dev##*/}/device/queue_depth" 2> /dev/null || echo ?)," \
+      "can_queue $(cat /sys/class/scsi_host/host*/can_queue 2> /dev/null | tr '\n' ' ' || true)"
   done
 }
 
 # perf_summary PID NAME: waits for the perf record PID, writes perf-NAME.txt (the guest's CPU by
-# command, then by command and symbol, no call chains) and removes the raw data.
+# command, by command and object, then by command and symbol, no call chains) and removes the raw data.
 perf_summary() {
   wait "$1" || fail "perf record for $2 failed"
   local d=$E2E_LOGDIR/perf-$2.data t=$E2E_LOGDIR/perf-$2.txt
   { echo "# perf record -a -g -F 499 during $2 (both vCPUs, cpu-clock)"
     "$E2E_BIN/perf" report -i "$d" --stdio --no-children --sort comm --percent-limit 1 2> /dev/null \
       | grep -v '^$'
+    "$E2E_BIN/perf" report -i "$d" --stdio --no-children -g none --sort comm,dso \
+      --percent-limit 0.5 2> /dev/null | grep -v '^$'
     "$E2E_BIN/perf" report -i "$d" --stdio --no-children -g none --sort comm,dso,sym \
       --percent-limit 0.7 2> /dev/null | grep -v '^$'
+    # rtgt's reactors, inclusive of callees (system calls and what runs inside them): which
+    # calls carry the cost.
+    if [[ $2 == rtgt-* ]]; then
+      echo "# rtgt reactors, children included (inclusive cost per symbol)"
+      { "$E2E_BIN/perf" report -i "$d" --stdio --children --comms reactor_0,reactor_1 \
+          --sort sym -g none --percent-limit 0.5 2> /dev/null || true; } \
+        | grep -v '^$' | grep -v '^#' | head -80 || true
+    fi
   } > "$t"
   rm -f "$d"
   log "perf profile of $2: $(basename "$t") ($(grep -c '%' "$t") lines)"
