@@ -350,7 +350,10 @@ mod tests {
         });
         let mut now = 9_000_000_000u64;
         let n = admitted_polling_every(&q, 1_000_000, &mut now);
-        assert!((10_000..=10_010).contains(&n), "{n} I/Os in one second at 10k IOPS");
+        assert!(
+            (10_000..=10_010).contains(&n),
+            "{n} I/Os in one second at 10k IOPS"
+        );
         // Five idle seconds (nothing waiting), then a host sends as fast as it can: one
         // timeslice's allowance, not the idle time's.
         now += 5_000_000_000;
