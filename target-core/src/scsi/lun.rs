@@ -40,9 +40,12 @@ pub fn encode(lun: u16) -> [u8; 8] {
     b
 }
 
-/// Decodes an 8-byte SAM LUN as carried in SRP_CMD and SRP_TSK_MGMT.
+/// Decodes an 8-byte SAM LUN as carried in SRP_CMD and SRP_TSK_MGMT. Inlined: SRP decodes
+/// one per command.
+#[inline]
 pub fn decode(b: [u8; 8]) -> Result<u16, LunError> {
-    if b[2..].iter().any(|&x| x != 0) {
+    // Bytes 2..8 (the second to fourth levels) all zero, in one comparison.
+    if u64::from_be_bytes(b) & 0xFFFF_FFFF_FFFF != 0 {
         return Err(LunError::MultiLevel);
     }
     match b[0] >> 6 {
@@ -101,6 +104,13 @@ mod tests {
         // Flat addressing of a small LUN reaches the same LU as peripheral addressing.
         assert_eq!(decode([0x40, 1, 0, 0, 0, 0, 0, 0]), Ok(1));
         assert_eq!(decode([0, 1, 0, 2, 0, 0, 0, 0]), Err(LunError::MultiLevel));
+        // Any byte of the second to fourth levels set, and only those, makes it multi-level.
+        for i in 2..8 {
+            let mut b = [0, 1, 0, 0, 0, 0, 0, 0];
+            b[i] = 0x80;
+            assert_eq!(decode(b), Err(LunError::MultiLevel), "byte {i}");
+        }
+        assert_eq!(decode([0x7F, 0xFF, 0, 0, 0, 0, 0, 0]), Ok(0x3FFF));
         assert_eq!(decode([0x02, 1, 0, 0, 0, 0, 0, 0]), Err(LunError::Bus(2)));
         assert_eq!(
             decode([0x80, 1, 0, 0, 0, 0, 0, 0]),

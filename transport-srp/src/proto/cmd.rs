@@ -74,6 +74,7 @@ pub struct DirectDesc {
 }
 
 impl DirectDesc {
+    #[inline]
     fn decode(b: &[u8]) -> Self {
         DirectDesc {
             va: be64(b, 0),
@@ -248,6 +249,10 @@ impl<'a> SrpCmd<'a> {
     ///
     /// Unlike ib_srpt, every descriptor must lie inside the received bytes, and the immediate
     /// data bounds are computed without overflow.
+    ///
+    /// Inlined (with the descriptors' decoding) into the data path's one caller: the decoded
+    /// command is then built in place rather than returned and copied.
+    #[inline(always)]
     pub fn decode(iu: &'a [u8], imm_data_offset: Option<u16>) -> Result<Self, DecodeError> {
         need(iu, CMD_LEN)?;
         expect_opcode(iu, opcode::CMD)?;
@@ -338,6 +343,7 @@ impl<'a> SrpCmd<'a> {
     }
 }
 
+#[inline(always)]
 fn decode_desc<'a>(
     iu: &'a [u8],
     pos: &mut usize,

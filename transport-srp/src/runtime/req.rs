@@ -422,13 +422,24 @@ impl SrpPg {
         }
     }
 
-    /// Lets the SCSI engine move the request on.
+    /// Lets the SCSI engine move the request on. A read's data buffers, when there are
+    /// enough free, go to the engine at once, within the same turn (not through the driver's
+    /// loop again).
     fn run_core(&mut self, core: &mut PgCore, key: u16, slot: u16) -> bool {
-        let c = &mut self.chans[key as usize];
-        let nexus = &c.scsi;
-        let r = &mut c.reqs[slot as usize];
-        let action = self.scsi.drive(core, nexus, &c.ua, &mut r.exec);
-        self.apply(key, slot, action)
+        loop {
+            let c = &mut self.chans[key as usize];
+            let nexus = &c.scsi;
+            let r = &mut c.reqs[slot as usize];
+            let action = self.scsi.drive(core, nexus, &c.ua, &mut r.exec);
+            match action {
+                ScsiAction::NeedBuffers(n) => {
+                    if !self.take_bufs(key, slot, n) {
+                        return false;
+                    }
+                }
+                _ => return self.apply(key, slot, action),
+            }
+        }
     }
 
     /// Does what the SCSI engine asked; returns whether the request can move on at once.
