@@ -11,12 +11,12 @@
 # only when a run cannot be made.
 #
 # Environment: BENCH_ROUNDS (default 3), BENCH_RUNTIME (s per fio job, default 10), BENCH_SIZE_MIB (backing size, 1024),
-# BENCH_RTGT_MASK (rtgt's reactors, 0x1: on a 2-vCPU guest a second polling reactor would take
-# the CPU the initiator and soft-RoCE need; empty: no -m, e.g. with "--cores 1" in
-# BENCH_RTGT_ARGS for an unpinned reactor), BENCH_RTGT_ARGS (more `rtgt serve` options;
-# default "--idle-sleep-us 0": a reactor sleeps as soon as a poll finds nothing, since on two
-# vCPUs shared with fio, the kernel initiator and soft-RoCE, polling takes the CPU they need,
-# and the kernel targets do not poll either; set it to "" for rtgt's default 200 us),
+# BENCH_RTGT_MASK (rtgt's -m; default empty: no -m, the reactors unpinned; "0x1" pins one
+# reactor to vCPU 0, the round-1 figures' setting), BENCH_RTGT_ARGS (more `rtgt serve` options;
+# default "--cores 2": two unpinned reactors with the default adaptive polling, which on this
+# 2-vCPU soft-RoCE guest lets the soft-RoCE work of the posts run on both vCPUs, as the kernel
+# targets' does — docs/performance.md, guest-srp; the round-1 setting was "--idle-sleep-us 0"
+# with -m 0x1),
 # BENCH_PARTS ("nvme srp tcp"). Each job also records the guest's CPU use
 # (all vCPUs, from /proc/stat; 100 = one vCPU) and, for rtgt, the daemon's own.
 # BENCH_PERF (a job name, e.g. seqread-128k-qd8; needs RTGT_E2E_BINS=/usr/bin/perf on the host):
@@ -34,8 +34,8 @@ log "guest clocksource: $(cat /sys/devices/system/clocksource/clocksource0/curre
   "(available: $(cat /sys/devices/system/clocksource/clocksource0/available_clocksource))"
 RUNTIME=${BENCH_RUNTIME:-10}
 SIZE=${BENCH_SIZE_MIB:-1024}
-MASK=${BENCH_RTGT_MASK-0x1}
-RTGT_ARGS=${BENCH_RTGT_ARGS---idle-sleep-us 0}
+MASK=${BENCH_RTGT_MASK-}
+RTGT_ARGS=${BENCH_RTGT_ARGS---cores 2}
 PARTS=${BENCH_PARTS:-nvme srp tcp}
 PERF_JOB=${BENCH_PERF:-}
 if [ -n "$PERF_JOB" ] && [ ! -x "$E2E_BIN/perf" ]; then
