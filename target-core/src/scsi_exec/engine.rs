@@ -43,6 +43,19 @@ fn is_fast_rw(cdb: &[u8]) -> bool {
     )
 }
 
+/// The ALUA state of the nexus's port for ANA group `group` of subsystem `sub`, from the poll
+/// group's snapshot (no lock; the nexus keeps its path's index): `None` for a port outside
+/// the target port groups or without ANA reporting (every LU active/optimized).
+fn port_alua_state(core: &PgCore, sub: u32, nexus: &ItNexus, group: u32) -> Option<AluaState> {
+    let (Some(_), Some(listener)) = (nexus.tpg_id, &nexus.listener) else {
+        return None;
+    };
+    let mut cache = nexus.ana_cache.get();
+    let state = core.ana_state(sub, listener, &mut cache, group);
+    nexus.ana_cache.set(cache);
+    state.map(AluaState::from_ana)
+}
+
 /// Whether a CDB is REPORT TARGET PORT GROUPS.
 fn is_rtpg(cdb: &[u8]) -> bool {
     cdb.first() == Some(&scsi::cdb::op::MAINTENANCE_IN)
@@ -315,13 +328,11 @@ impl ScsiEngine {
         let mut alua_state = None;
         self.tpgs.clear();
         let mut anatt_secs = crate::ana::DEFAULT_ANATT_SECS;
-        if let (Some(_), Some(listener), Some(group)) = (nexus.tpg_id, &nexus.listener, group) {
-            let mut cache = nexus.ana_cache.get();
-            alua_state = core
-                .ana_state(req.sub, listener, &mut cache, group)
-                .map(AluaState::from_ana);
-            nexus.ana_cache.set(cache);
-            if is_rtpg(cmd.cdb)
+        if let Some(group) = group {
+            alua_state = port_alua_state(core, req.sub, nexus, group);
+            if nexus.tpg_id.is_some()
+                && nexus.listener.is_some()
+                && is_rtpg(cmd.cdb)
                 && let Some(t) = core.alua_tpgs(req.sub, group, &mut self.tpgs)
             {
                 anatt_secs = t;
@@ -417,13 +428,10 @@ impl ScsiEngine {
         if ua.may_be_pending(lun) {
             return None;
         }
-        if let (Some(_), Some(listener)) = (nexus.tpg_id, &nexus.listener) {
-            let mut cache = nexus.ana_cache.get();
-            let state = core.ana_state(sub, listener, &mut cache, m.ns.anagrpid);
-            nexus.ana_cache.set(cache);
-            if state.is_some_and(|st| alua::check(AluaState::from_ana(st), cdb).is_err()) {
-                return None;
-            }
+        if port_alua_state(core, sub, nexus, m.ns.anagrpid)
+            .is_some_and(|st| alua::check(st, cdb).is_err())
+        {
+            return None;
         }
         if !reservation::permits(core, sub, nsid, nexus, cdb) {
             return None;
