@@ -114,6 +114,16 @@ fn queue_depths_sizes_and_digests() {
     let sum = |k: &str| tcp.iter().map(|t| t[k].as_u64().unwrap_or(0)).sum::<u64>();
     assert!(sum("r2ts") > 0 && sum("c2h_data_pdus") > 0, "{stats}");
     assert_eq!(sum("data_digest_errors"), 0);
+    // Every command came through a socket read and went back through a sendmsg, and the
+    // reactor polled for them.
+    assert!(
+        sum("socket_reads") > 0 && sum("socket_sends") > 0 && sum("polls") > 0,
+        "{stats}"
+    );
+    assert!(
+        sum("socket_sends_blocked") <= sum("socket_sends"),
+        "{stats}"
+    );
     e.assert_quiescent(Duration::from_secs(10));
 }
 

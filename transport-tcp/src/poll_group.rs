@@ -31,7 +31,7 @@ use target_core::registry::{TransportError, TransportPollGroup};
 use target_core::target::{AbortFence, ListenAddr, PgCore, PreemptAbort, with_transport_pg};
 
 use crate::conn::{ConnState, ConnStats, Connection};
-use crate::qpair::{ReqState, RxResult, TcpQpair};
+use crate::qpair::{ReqState, RxResult, SockCounters, TcpQpair};
 use crate::socket::{Epoll, Ready};
 use crate::transport::TcpShared;
 
@@ -60,8 +60,12 @@ pub(crate) struct PgStats {
     pub closed: u64,
     pub pending_data_buffer: u64,
     pub bdev_busy: u64,
+    /// Calls of the poll group's poll.
+    pub polls: u64,
     /// Protocol counters of closed connections (live ones are added when shown).
     pub closed_conns: ConnStats,
+    /// Socket system calls of closed connections (live ones are added when shown).
+    pub closed_sock: SockCounters,
 }
 
 /// The TCP transport's state on one reactor.
@@ -375,17 +379,20 @@ impl TcpPg {
         n
     }
 
-    /// Protocol counters of live and closed connections.
-    fn conn_stats(&self) -> ConnStats {
+    /// Protocol counters and socket system calls of live and closed connections.
+    fn conn_stats(&self) -> (ConnStats, SockCounters) {
         let mut s = self.stats.closed_conns;
+        let mut k = self.stats.closed_sock;
         for (_, c) in &self.conns {
             add_stats(&mut s, &c.conn.stats());
+            k.add(&c.sock_counters);
         }
-        s
+        (s, k)
     }
 
-    pub(crate) fn close_stats(&mut self, s: &ConnStats) {
+    pub(crate) fn close_stats(&mut self, s: &ConnStats, k: &SockCounters) {
         add_stats(&mut self.stats.closed_conns, s);
+        self.stats.closed_sock.add(k);
         self.stats.closed += 1;
     }
 }
@@ -394,6 +401,7 @@ impl TransportPollGroup for TcpPg {
     fn poll(&mut self, core: &mut PgCore, completions: &mut Vec<Box<BdevIo>>) -> usize {
         self.now = core.now();
         self.now_ns = core.now_ns();
+        self.stats.polls += 1;
         let mut work = 0;
         for io in completions.drain(..) {
             self.io_done(core, io);
@@ -584,7 +592,7 @@ impl TransportPollGroup for TcpPg {
     }
 
     fn stats(&self) -> Value {
-        let s = self.conn_stats();
+        let (s, k) = self.conn_stats();
         json!({
             "trtype": "TCP",
             "connections": self.conns.len(),
@@ -599,6 +607,10 @@ impl TransportPollGroup for TcpPg {
             "pending_data_buffer": self.stats.pending_data_buffer,
             "bdev_busy": self.stats.bdev_busy,
             "buffers_cached": self.cache.cached(),
+            "polls": self.stats.polls,
+            "socket_reads": k.reads,
+            "socket_sends": k.sends,
+            "socket_sends_blocked": k.sends_blocked,
         })
     }
 

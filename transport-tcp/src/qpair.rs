@@ -216,6 +216,27 @@ pub(crate) enum RxResult {
     Gone,
 }
 
+/// Socket system calls of a connection, for `nvmf_get_stats`: per I/O they show how the
+/// reactor and the socket interact (a send that would block waits for EPOLLOUT).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SockCounters {
+    /// `read` calls.
+    pub reads: u64,
+    /// `sendmsg` calls.
+    pub sends: u64,
+    /// `sendmsg` calls that would have blocked with PDUs still queued (EPOLLOUT then waits).
+    pub sends_blocked: u64,
+}
+
+impl SockCounters {
+    /// Adds `b` to these counters.
+    pub fn add(&mut self, b: &SockCounters) {
+        self.reads += b.reads;
+        self.sends += b.sends;
+        self.sends_blocked += b.sends_blocked;
+    }
+}
+
 /// One connection.
 pub(crate) struct TcpQpair {
     /// Generation: queue keys carry it so a stale disconnect does not hit a new connection.
@@ -247,6 +268,8 @@ pub(crate) struct TcpQpair {
     /// In the poll group's dirty list.
     pub dirty: bool,
     pub created: Instant,
+    /// Socket system calls made for this connection.
+    pub sock_counters: SockCounters,
 }
 
 impl TcpQpair {
@@ -298,6 +321,7 @@ impl TcpQpair {
             want_write: false,
             dirty: false,
             created: now,
+            sock_counters: SockCounters::default(),
         })
     }
 
@@ -314,6 +338,7 @@ impl TcpQpair {
         if self.rx_end == self.rx.len() {
             return RxResult::Nothing;
         }
+        self.sock_counters.reads += 1;
         match (&self.sock).read(&mut self.rx[self.rx_end..]) {
             Ok(0) => RxResult::Gone,
             Ok(n) => {
@@ -451,12 +476,16 @@ impl TcpQpair {
                         skip = 0;
                     }
                 }
+                self.sock_counters.sends += 1;
                 self.sock
                     .send_vectored_with_flags(&iov, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT)
             };
             let mut n = match r {
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(total),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.sock_counters.sends_blocked += 1;
+                    return Ok(total);
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };

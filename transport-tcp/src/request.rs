@@ -444,7 +444,7 @@ impl TcpPg {
             TcpQpair::release_buffers(r, &mut self.cache, None);
         }
         c.drop_tx(&mut self.cache);
-        self.close_stats(&c.conn.stats());
+        self.close_stats(&c.conn.stats(), &c.sock_counters);
         self.sh.conns[self.reactor].fetch_sub(1, Ordering::Relaxed);
         self.dirty.retain(|&k| k != ck);
     }

@@ -24,7 +24,8 @@
 # perf-<target>-<job>.txt holds where the guest's CPU went, by command and by kernel or user
 # symbol, for each target side by side.
 # After each job the log also has: each vCPU's busy share; for rtgt, its context switches,
-# reactor sleeps and SRP polls per I/O; soft-RoCE's hw_counters per I/O (packets, retries,
+# reactor sleeps and SRP/TCP polls per I/O, for NVMe/TCP its socket reads, sends and sends that
+# would block per I/O; soft-RoCE's hw_counters per I/O (packets, retries,
 # duplicate requests, RNR NAKs); for SRP, ib_srp's req_lim (min/max while the job ran),
 # queue_depth and can_queue. Counts per I/O do not depend on the host's load as IOPS do.
 # e2e-timeout: 1800
@@ -52,14 +53,18 @@ vcpu_ticks() { awk '/^cpu[0-9]/ { printf "%d %d ", $2 + $3 + $4 + $7 + $8 + $9, 
 # rtgt's context switches (voluntary: it slept; nonvoluntary: preempted; all threads) and its
 # reactors' sleeps and polls.
 rtgt_counts() {
-  local cs="0 0" sl=0 po=0
+  local cs="0 0" sl=0 po="0 0 0 0"
   if rtgt_alive; then
     cs=$(awk '/^voluntary_ctxt_switches/ { s += $2 } /^nonvoluntary_ctxt_switches/ { n += $2 }
               END { print s + 0, n + 0 }' \
       /proc/"$RTGT_PID"/task/*/status 2> /dev/null || true)
     sl=$(rtgt_rpc framework_get_reactors 2> /dev/null | jq '[.reactors[].sleeps] | add // 0' || echo 0)
     po=$(rtgt_rpc nvmf_get_stats 2> /dev/null \
-      | jq '[.poll_groups[].transports[] | .polls // 0] | add // 0' || echo 0)
+      | jq -r '[.poll_groups[].transports[]] as $t
+               | [([$t[] | .polls // 0] | add // 0), ([$t[] | .socket_reads // 0] | add // 0),
+                  ([$t[] | .socket_sends // 0] | add // 0),
+                  ([$t[] | .socket_sends_blocked // 0] | add // 0)] | map(tostring) | join(" ")' \
+      || echo "0 0 0 0")
   fi
   echo "$cs $sl $po"
 }
@@ -149,7 +154,8 @@ bench_jobs() {
     if [ "$r1" != 0 ]; then
       log "  rtgt per I/O (incl. ramp): $(awk -v a="$k0" -v b="$k1" -v io="$ios" -v t="$(awk -v s="$s0" -v e="$s1" 'BEGIN { print e - s }')" \
         'BEGIN { split(a, x, " "); split(b, y, " "); n = io * t + 1e-9;
-          printf "%.2f voluntary and %.2f nonvoluntary context switches, %.2f reactor sleeps, %.2f SRP polls", (y[1] - x[1]) / n, (y[2] - x[2]) / n, (y[3] - x[3]) / n, (y[4] - x[4]) / n }')"
+          printf "%.2f voluntary and %.2f nonvoluntary context switches, %.2f reactor sleeps, %.2f transport polls (SRP, TCP)", (y[1] - x[1]) / n, (y[2] - x[2]) / n, (y[3] - x[3]) / n, (y[4] - x[4]) / n
+          if (y[6] > 0) printf ", %.2f socket reads, %.2f sendmsg, %.3f sendmsg that would block", (y[5] - x[5]) / n, (y[6] - x[6]) / n, (y[7] - x[7]) / n }')"
     fi
     log "  soft-RoCE counters per I/O (incl. ramp): $(awk -v a="$x0" -v b="$x1" -v io="$ios" \
       -v t="$(awk -v s="$s0" -v e="$s1" 'BEGIN { print e - s }')" 'BEGIN {
