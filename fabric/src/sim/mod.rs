@@ -1459,9 +1459,21 @@ impl SCq {
         self.armed.store(mode, Ordering::SeqCst);
     }
 
-    /// Delivers a completion (through the fault hooks).
-    #[inline]
+    /// Delivers a completion (through the fault hooks). Inlined into the work requests'
+    /// execution: while no fault is armed it is the ring's push and one load of the armed
+    /// flag, without a call.
+    #[inline(always)]
     pub(crate) fn push(self: &Arc<Self>, wc: WorkCompletion, solicited: bool) {
+        if self.dev.faults.armed.load(Ordering::Acquire) {
+            return self.push_faults_armed(wc, solicited);
+        }
+        self.push_now(wc, solicited)
+    }
+
+    /// [`SCq::push`] while a fault is armed: the completion meets it or not.
+    #[cold]
+    #[inline(never)]
+    fn push_faults_armed(self: &Arc<Self>, wc: WorkCompletion, solicited: bool) {
         match self.dev.faults.intercept(&wc) {
             None => self.push_now(wc, solicited),
             Some(CompletionFault::Drop) => {
@@ -1480,22 +1492,34 @@ impl SCq {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn push_now(&self, wc: WorkCompletion, solicited: bool) {
         if self.q.push(wc).is_err() {
-            tracing::error!(cq = self.handle, "sim fabric: completion queue overrun");
-            self.dev.push_async(AsyncEvent {
-                kind: AsyncEventKind::CqErr,
-                element: AsyncElement::Cq(self.handle),
-            });
-            return;
+            return self.overrun();
         }
         // Arming happens-before this load or it does not: a completion pushed before arming
         // raises no event (verbs semantics: poll again after arming).
         let armed = self.armed.load(Ordering::SeqCst);
-        if armed == 0 {
-            return;
+        if armed != 0 {
+            self.notify(armed, &wc, solicited);
         }
+    }
+
+    /// The ring was full: the completion is lost and the queue reports an error.
+    #[cold]
+    #[inline(never)]
+    fn overrun(&self) {
+        tracing::error!(cq = self.handle, "sim fabric: completion queue overrun");
+        self.dev.push_async(AsyncEvent {
+            kind: AsyncEventKind::CqErr,
+            element: AsyncElement::Cq(self.handle),
+        });
+    }
+
+    /// A completion arrived on a queue armed in mode `armed`: raise the channel's event if
+    /// the completion is one the arming asked for.
+    #[inline(never)]
+    fn notify(&self, armed: u8, wc: &WorkCompletion, solicited: bool) {
         let wanted = armed == ARMED_ANY || solicited || !wc.status.is_success();
         if wanted
             && self

@@ -219,7 +219,7 @@ impl SQp {
     }
 
     /// [`SQp::complete`] for `(wr_id, signaled, opcode)`.
-    #[inline]
+    #[inline(always)]
     fn complete_raw(
         &self,
         sq: &mut SendQ,
@@ -247,6 +247,7 @@ impl SQp {
         );
     }
 
+    #[inline(always)]
     fn admit_send(&self, sq: &SendQ, nsge: usize) -> std::result::Result<(), PostErrorKind> {
         if nsge > self.cap.max_send_sge as usize {
             return Err(PostErrorKind::InvalidWr);
@@ -293,11 +294,30 @@ impl SQp {
         }
         sq.outstanding += 1;
         sq.seq += 1;
-        let what = (wr.wr_id, wr.signaled, wr_opcode(wr));
         match self.exec_wr(sq, wr, deferred) {
-            Exec::Done(n) => self.complete_raw(sq, what, WcStatus::Success, n),
+            Exec::Done(n) => self.complete_raw(
+                sq,
+                (wr.wr_id, wr.signaled, wr_opcode(wr)),
+                WcStatus::Success,
+                n,
+            ),
+            r => self.enqueue_wr_not_done(sq, wr, r, deferred),
+        }
+    }
+
+    /// [`SQp::enqueue_wr`] for a work request that failed or waits for a receive.
+    #[inline(never)]
+    fn enqueue_wr_not_done(
+        self: &Arc<Self>,
+        sq: &mut SendQ,
+        wr: &SendWr,
+        r: Exec,
+        deferred: &mut Option<Arc<SQp>>,
+    ) {
+        match r {
+            Exec::Done(_) => unreachable!("a success completes in enqueue_wr"),
             Exec::Fail(status) => {
-                self.complete_raw(sq, what, status, 0);
+                self.complete_raw(sq, (wr.wr_id, wr.signaled, wr_opcode(wr)), status, 0);
                 self.enter_error_locked(sq);
             }
             Exec::Rnr => {
@@ -428,7 +448,7 @@ impl SQp {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn exec_wr(
         self: &Arc<Self>,
         sq: &mut SendQ,

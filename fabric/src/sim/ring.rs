@@ -90,8 +90,9 @@ impl WcRing {
         &self.slots[(pos & (self.one_lap - 1)) as usize]
     }
 
-    /// Appends `wc`; gives it back if the ring is full.
-    #[inline]
+    /// Appends `wc`; gives it back if the ring is full. Inlined into the completion pushes
+    /// (two per I/O): as a call it saved and restored registers around ≈ 30 instructions.
+    #[inline(always)]
     pub(crate) fn push(&self, wc: WorkCompletion) -> Result<(), WorkCompletion> {
         let mut tail = self.tail.0.load(Ordering::Relaxed);
         loop {
