@@ -523,10 +523,10 @@ impl SQp {
     }
 
     /// A SEND of one entry into a receive of one entry, both keys cached and valid and the
-    /// receive long enough (every SEND of the data path): copies the bytes and gives the
-    /// receive's `wr_id` and the length. `None` when anything is otherwise (no receive, more
-    /// entries, a key to look up or refuse, too long): nothing was changed, and
-    /// [`SQp::exec_send_locked`] runs the general path, which decides the outcome.
+    /// receive long enough (every SEND of the data path to a host): copies the bytes and
+    /// gives the receive's `wr_id` and the length. `None` when anything is otherwise (no
+    /// receive, more entries, a key to look up or refuse, too long): nothing was changed, and
+    /// [`SQp::exec_send_locked`] decides the outcome.
     #[inline(always)]
     fn send_one(
         &self,
@@ -554,9 +554,42 @@ impl SQp {
         Some((recv.wr_id, s.length))
     }
 
+    /// [`SQp::send_one`] into a receive of several entries whose first holds the SEND (a
+    /// command capsule into the NVMe target's command + in-capsule-data receive): every
+    /// entry's key cached and valid, checked as the general path checks them though no byte
+    /// reaches the others; the bytes go to the first entry.
+    #[inline(always)]
+    fn send_one_into_first(
+        &self,
+        cache: &KeyCache,
+        peer: &SQp,
+        wr: &SendWr,
+        rq: &RecvQ,
+    ) -> Option<(u64, u32)> {
+        let [s] = wr.sges.as_slice() else {
+            return None;
+        };
+        let recv = rq.q.front()?;
+        let [d, rest @ ..] = recv.sges else {
+            return None;
+        };
+        if rest.is_empty() || s.length > d.length {
+            return None;
+        }
+        let src = cache.local_one(&self.dev, self.pd.id(), s, false)?;
+        let dst = rq.cache.local_one(&peer.dev, peer.pd.id(), d, true)?;
+        for e in rest {
+            rq.cache.local_one(&peer.dev, peer.pd.id(), e, true)?;
+        }
+        // SAFETY: as in `send_one`.
+        unsafe { std::ptr::copy(src, dst, s.length as usize) };
+        Some((recv.wr_id, s.length))
+    }
+
     /// [`SQp::exec_send`] once the receive queue is locked and the peer ready: every case
-    /// [`SQp::send_one`] does not take (several entries, a key to look up, no receive, an
-    /// error, a SEND with invalidate).
+    /// [`SQp::send_one`] does not take: a receive of several entries
+    /// ([`SQp::send_one_into_first`] first), then the general path (several source entries,
+    /// a key to look up, no receive, an error, a SEND with invalidate).
     #[inline(never)]
     fn exec_send_locked(
         self: &Arc<Self>,
@@ -567,6 +600,16 @@ impl SQp {
         deferred: &mut Option<Arc<SQp>>,
         rq: &mut RecvQ,
     ) -> Exec {
+        if inv.is_none()
+            && let Some((recv_wr_id, n)) = self.send_one_into_first(cache, peer, wr, rq)
+        {
+            rq.q.pop_front();
+            peer.rcq.push(
+                Self::recv_wc(peer, recv_wr_id, WcStatus::Success, n),
+                wr.solicited,
+            );
+            return Exec::Done(n);
+        }
         // Borrow the receive in place.
         let RecvQ {
             q: rq_q,
