@@ -362,6 +362,155 @@ fn out_of_bounds_remote_and_local_accesses_fail() {
     assert_eq!((w.wr_id, w.status), (4, WcStatus::LocProtErr));
 }
 
+/// Every check applies to each work request, also once its keys have served one: a one-entry
+/// request whose keys worked a moment ago (the sim then has them cached) still fails when its
+/// range, rights or registration is wrong.
+#[test]
+fn a_key_that_worked_is_checked_again_on_the_next_request() {
+    let env = env();
+    let ok_write = |c: &Conn, id: u64, remote: &Buf| {
+        c.server
+            .qp
+            .post_send([&SendWr::rdma_write(
+                id,
+                c.server.buf.sgl(0, 4096),
+                remote.addr(0),
+                remote.mr.rkey(),
+            )])
+            .expect("post");
+        let w = wait_wc(&c.server.scq, 1)[0];
+        assert_eq!((w.wr_id, w.status), (id, WcStatus::Success));
+    };
+    let fails = |c: &Conn, wr: SendWr, want: WcStatus| {
+        let id = wr.wr_id;
+        c.server.qp.post_send([&wr]).expect("post");
+        let w = wait_wc(&c.server.scq, 1)[0];
+        assert_eq!((w.wr_id, w.status), (id, want));
+        assert_eq!(c.server.qp.state().expect("state"), QpState::Error);
+    };
+
+    // RDMA WRITE past the end of the remote registration that just took one.
+    let mut c = connect(&env);
+    let data = pattern(5, 4096);
+    c.server.buf.fill(0, &data);
+    let remote = Buf::new(&c.client.pd, 4096, ALL_REMOTE);
+    ok_write(&c, 1, &remote);
+    assert_eq!(remote.get(0, 4096), &data[..]);
+    let wr = SendWr::rdma_write(
+        2,
+        c.server.buf.sgl(0, 4096),
+        remote.addr(1),
+        remote.mr.rkey(),
+    );
+    fails(&c, wr, WcStatus::RemAccessErr);
+
+    // RDMA READ through a key that just took a write but grants no remote read.
+    let c = connect(&env);
+    let wo = Buf::new(
+        &c.client.pd,
+        4096,
+        Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+    );
+    ok_write(&c, 1, &wo);
+    let wr = SendWr::rdma_read(2, c.server.buf.sgl(0, 64), wo.addr(0), wo.mr.rkey());
+    fails(&c, wr, WcStatus::RemAccessErr);
+
+    // RDMA READ into local memory without local write that was just the source of a write.
+    let c = connect(&env);
+    let remote = Buf::new(&c.client.pd, 4096, ALL_REMOTE);
+    let ro = Buf::new(&c.server.pd, 4096, Access::NONE);
+    c.server
+        .qp
+        .post_send([&SendWr::rdma_write(
+            1,
+            ro.sgl(0, 64),
+            remote.addr(0),
+            remote.mr.rkey(),
+        )])
+        .expect("post");
+    assert_eq!(wait_wc(&c.server.scq, 1)[0].status, WcStatus::Success);
+    let wr = SendWr::rdma_read(2, ro.sgl(0, 64), remote.addr(0), remote.mr.rkey());
+    fails(&c, wr, WcStatus::LocProtErr);
+
+    // A local key deregistered after it served a write.
+    let c = connect(&env);
+    let remote = Buf::new(&c.client.pd, 4096, ALL_REMOTE);
+    let Buf { io, mr } = Buf::new(&c.server.pd, 4096, Access::LOCAL_WRITE);
+    let sge = mr.sge(io.addr(), 64);
+    c.server
+        .qp
+        .post_send([&SendWr::rdma_write(
+            1,
+            SgeList::one(sge),
+            remote.addr(0),
+            remote.mr.rkey(),
+        )])
+        .expect("post");
+    assert_eq!(wait_wc(&c.server.scq, 1)[0].status, WcStatus::Success);
+    drop(mr);
+    let wr = SendWr::rdma_write(2, SgeList::one(sge), remote.addr(0), remote.mr.rkey());
+    fails(&c, wr, WcStatus::LocProtErr);
+
+    // SEND whose gather entry runs past the end of the registration that just sent.
+    let c = connect(&env);
+    c.client.recv(1, 0, 256);
+    c.client.recv(2, 256, 256);
+    c.server.send(10, 0, 100);
+    assert_eq!(wait_wc(&c.server.scq, 1)[0].status, WcStatus::Success);
+    assert_eq!(wait_wc(&c.client.rcq, 1)[0].byte_len, 100);
+    let wr = SendWr::send(11, c.server.buf.sgl(BUF_LEN - 10, 100));
+    fails(&c, wr, WcStatus::LocProtErr);
+
+    // SEND into a receive whose entry runs past the end of the registration that just
+    // received one. (Real adapters report the receiver's error differently; see
+    // `send_longer_than_receive_buffer_fails_both_sides`.)
+    let c = connect(&env);
+    c.client.recv(1, 0, 256);
+    let past = c.client.buf.sgl(BUF_LEN - 10, 100);
+    c.client
+        .qp
+        .post_recv([&RecvWr::new(2, past)])
+        .expect("post_recv");
+    c.server.send(10, 0, 100);
+    assert_eq!(wait_wc(&c.server.scq, 1)[0].status, WcStatus::Success);
+    assert_eq!(wait_wc(&c.client.rcq, 1)[0].wr_id, 1);
+    c.server.send(11, 0, 16);
+    let w = wait_wc(&c.server.scq, 1)[0];
+    assert_eq!(w.wr_id, 11);
+    assert!(
+        matches!(
+            w.status,
+            WcStatus::RemOpErr | WcStatus::RemAccessErr | WcStatus::RemInvReqErr
+        ),
+        "{w:?}"
+    );
+    let w = wait_wc(&c.client.rcq, 1)[0];
+    assert_eq!(w.wr_id, 2);
+    assert!(
+        matches!(w.status, WcStatus::LocProtErr | WcStatus::LocQpOpErr),
+        "{w:?}"
+    );
+
+    // SEND longer than the next receive, after one that fitted.
+    let c = connect(&env);
+    c.client.recv(1, 0, 256);
+    c.client.recv(2, 256, 16);
+    c.server.send(10, 0, 100);
+    assert_eq!(wait_wc(&c.server.scq, 1)[0].status, WcStatus::Success);
+    assert_eq!(wait_wc(&c.client.rcq, 1)[0].wr_id, 1);
+    fails(
+        &c,
+        SendWr::send(11, c.server.buf.sgl(0, 64)),
+        WcStatus::RemOpErr,
+    );
+    let w = wait_wc(&c.client.rcq, 1)[0];
+    assert_eq!(w.wr_id, 2);
+    assert!(
+        matches!(w.status, WcStatus::LocLenErr | WcStatus::LocQpOpErr),
+        "{w:?}"
+    );
+}
+
 #[test]
 fn send_longer_than_receive_buffer_fails_both_sides() {
     let env = env();

@@ -991,6 +991,66 @@ pub(crate) struct KeyCache {
 }
 
 impl KeyCache {
+    /// The slot `key` of `dev` lives in: the table index spreads a registration pool's keys
+    /// over the slots; the device's salt keeps our keys and the peer's apart.
+    #[inline(always)]
+    fn index(dev: &SDevice, key: u32) -> usize {
+        ((key >> 8) as u64).wrapping_add(dev.cache_salt) as usize % KEY_CACHE
+    }
+
+    /// The cached resolution of `key` if it is cached and current; never fills.
+    #[inline(always)]
+    fn hit(&self, dev: &SDevice, key: u32) -> Option<&CachedKey> {
+        let generation = dev.key_gen.load(Ordering::Acquire);
+        self.slots[Self::index(dev, key)]
+            .as_ref()
+            .filter(|c| c.dev == dev.id && c.key == key && c.generation == generation)
+    }
+
+    /// The address of one local entry (`length` > 0) when its key is cached, current, a
+    /// registration of `pd` (with local write if `write`) covering the range; `None` in
+    /// every other case, which [`KeyCache::local`] then decides (fill, or a bad key). The
+    /// single-entry work requests of the data path take this, not `local`'s loop.
+    #[inline(always)]
+    pub(crate) fn local_one(
+        &self,
+        dev: &SDevice,
+        pd: u64,
+        s: &Sge,
+        write: bool,
+    ) -> Option<*mut u8> {
+        let c = self.hit(dev, s.lkey)?;
+        if s.length == 0 || c.local_pd != pd || (write && !c.local_write) {
+            return None;
+        }
+        c.ptr(s.addr, s.length as usize)
+    }
+
+    /// [`KeyCache::remote`] of a cached, current key that allows the access (`len` > 0),
+    /// without filling: `None` in every other case (the caller takes the general path).
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn remote_one(
+        &self,
+        dev: &SDevice,
+        pd: u64,
+        qp_num: u32,
+        rkey: u32,
+        addr: u64,
+        len: usize,
+        need: Access,
+    ) -> Option<*mut u8> {
+        let c = self.hit(dev, rkey)?;
+        if len == 0
+            || c.pd != pd
+            || !c.access.contains(need)
+            || c.mw_qp.is_some_and(|q| q != qp_num)
+        {
+            return None;
+        }
+        c.ptr(addr, len)
+    }
+
     /// The cached resolution of `key`: a hit (every SGE of the data path, several per I/O)
     /// is inlined; filling a slot is not.
     #[inline(always)]
@@ -1000,9 +1060,7 @@ impl KeyCache {
         key: u32,
         touched: &mut u32,
     ) -> std::result::Result<&CachedKey, Resolve> {
-        // The table index spreads a registration pool's keys over the slots; the device id
-        // keeps our keys and the peer's apart.
-        let i = ((key >> 8) as u64).wrapping_add(dev.cache_salt) as usize % KEY_CACHE;
+        let i = Self::index(dev, key);
         let generation = dev.key_gen.load(Ordering::Acquire);
         let hit = self.slots[i]
             .as_ref()
@@ -1401,9 +1459,21 @@ impl SCq {
         self.armed.store(mode, Ordering::SeqCst);
     }
 
-    /// Delivers a completion (through the fault hooks).
-    #[inline]
+    /// Delivers a completion (through the fault hooks). Inlined into the work requests'
+    /// execution: while no fault is armed it is the ring's push and one load of the armed
+    /// flag, without a call.
+    #[inline(always)]
     pub(crate) fn push(self: &Arc<Self>, wc: WorkCompletion, solicited: bool) {
+        if self.dev.faults.armed.load(Ordering::Acquire) {
+            return self.push_faults_armed(wc, solicited);
+        }
+        self.push_now(wc, solicited)
+    }
+
+    /// [`SCq::push`] while a fault is armed: the completion meets it or not.
+    #[cold]
+    #[inline(never)]
+    fn push_faults_armed(self: &Arc<Self>, wc: WorkCompletion, solicited: bool) {
         match self.dev.faults.intercept(&wc) {
             None => self.push_now(wc, solicited),
             Some(CompletionFault::Drop) => {
@@ -1422,22 +1492,34 @@ impl SCq {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn push_now(&self, wc: WorkCompletion, solicited: bool) {
         if self.q.push(wc).is_err() {
-            tracing::error!(cq = self.handle, "sim fabric: completion queue overrun");
-            self.dev.push_async(AsyncEvent {
-                kind: AsyncEventKind::CqErr,
-                element: AsyncElement::Cq(self.handle),
-            });
-            return;
+            return self.overrun();
         }
         // Arming happens-before this load or it does not: a completion pushed before arming
         // raises no event (verbs semantics: poll again after arming).
         let armed = self.armed.load(Ordering::SeqCst);
-        if armed == 0 {
-            return;
+        if armed != 0 {
+            self.notify(armed, &wc, solicited);
         }
+    }
+
+    /// The ring was full: the completion is lost and the queue reports an error.
+    #[cold]
+    #[inline(never)]
+    fn overrun(&self) {
+        tracing::error!(cq = self.handle, "sim fabric: completion queue overrun");
+        self.dev.push_async(AsyncEvent {
+            kind: AsyncEventKind::CqErr,
+            element: AsyncElement::Cq(self.handle),
+        });
+    }
+
+    /// A completion arrived on a queue armed in mode `armed`: raise the channel's event if
+    /// the completion is one the arming asked for.
+    #[inline(never)]
+    fn notify(&self, armed: u8, wc: &WorkCompletion, solicited: bool) {
         let wanted = armed == ARMED_ANY || solicited || !wc.status.is_success();
         if wanted
             && self

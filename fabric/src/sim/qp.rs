@@ -219,7 +219,7 @@ impl SQp {
     }
 
     /// [`SQp::complete`] for `(wr_id, signaled, opcode)`.
-    #[inline]
+    #[inline(always)]
     fn complete_raw(
         &self,
         sq: &mut SendQ,
@@ -247,6 +247,7 @@ impl SQp {
         );
     }
 
+    #[inline(always)]
     fn admit_send(&self, sq: &SendQ, nsge: usize) -> std::result::Result<(), PostErrorKind> {
         if nsge > self.cap.max_send_sge as usize {
             return Err(PostErrorKind::InvalidWr);
@@ -293,11 +294,30 @@ impl SQp {
         }
         sq.outstanding += 1;
         sq.seq += 1;
-        let what = (wr.wr_id, wr.signaled, wr_opcode(wr));
         match self.exec_wr(sq, wr, deferred) {
-            Exec::Done(n) => self.complete_raw(sq, what, WcStatus::Success, n),
+            Exec::Done(n) => self.complete_raw(
+                sq,
+                (wr.wr_id, wr.signaled, wr_opcode(wr)),
+                WcStatus::Success,
+                n,
+            ),
+            r => self.enqueue_wr_not_done(sq, wr, r, deferred),
+        }
+    }
+
+    /// [`SQp::enqueue_wr`] for a work request that failed or waits for a receive.
+    #[inline(never)]
+    fn enqueue_wr_not_done(
+        self: &Arc<Self>,
+        sq: &mut SendQ,
+        wr: &SendWr,
+        r: Exec,
+        deferred: &mut Option<Arc<SQp>>,
+    ) {
+        match r {
+            Exec::Done(_) => unreachable!("a success completes in enqueue_wr"),
             Exec::Fail(status) => {
-                self.complete_raw(sq, what, status, 0);
+                self.complete_raw(sq, (wr.wr_id, wr.signaled, wr_opcode(wr)), status, 0);
                 self.enter_error_locked(sq);
             }
             Exec::Rnr => {
@@ -428,7 +448,7 @@ impl SQp {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn exec_wr(
         self: &Arc<Self>,
         sq: &mut SendQ,
@@ -471,7 +491,7 @@ impl SQp {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn exec_send(
         self: &Arc<Self>,
         cache: &mut KeyCache,
@@ -489,12 +509,113 @@ impl SQp {
         if !matches!(peer.st(), ST_RTR | ST_RTS) {
             return Exec::Fail(WcStatus::RetryExcErr);
         }
+        if inv.is_none()
+            && let Some((recv_wr_id, n)) = self.send_one(cache, peer, wr, &rq)
+        {
+            rq.q.pop_front();
+            peer.rcq.push(
+                Self::recv_wc(peer, recv_wr_id, WcStatus::Success, n),
+                wr.solicited,
+            );
+            return Exec::Done(n);
+        }
+        self.exec_send_locked(cache, peer, wr, inv, deferred, &mut rq)
+    }
+
+    /// A SEND of one entry into a receive of one entry, both keys cached and valid and the
+    /// receive long enough (every SEND of the data path to a host): copies the bytes and
+    /// gives the receive's `wr_id` and the length. `None` when anything is otherwise (no
+    /// receive, more entries, a key to look up or refuse, too long): nothing was changed, and
+    /// [`SQp::exec_send_locked`] decides the outcome.
+    #[inline(always)]
+    fn send_one(
+        &self,
+        cache: &KeyCache,
+        peer: &SQp,
+        wr: &SendWr,
+        rq: &RecvQ,
+    ) -> Option<(u64, u32)> {
+        let [s] = wr.sges.as_slice() else {
+            return None;
+        };
+        let recv = rq.q.front()?;
+        let [d] = recv.sges else {
+            return None;
+        };
+        if s.length > d.length {
+            return None;
+        }
+        let src = cache.local_one(&self.dev, self.pd.id(), s, false)?;
+        let dst = rq.cache.local_one(&peer.dev, peer.pd.id(), d, true)?;
+        // SAFETY: both ranges lie inside live registered regions (the cache entries, which
+        // hold the regions, stay in their slots while the send-queue and receive-queue locks
+        // are held); `copy` tolerates overlap (loopback).
+        unsafe { std::ptr::copy(src, dst, s.length as usize) };
+        Some((recv.wr_id, s.length))
+    }
+
+    /// [`SQp::send_one`] into a receive of several entries whose first holds the SEND (a
+    /// command capsule into the NVMe target's command + in-capsule-data receive): every
+    /// entry's key cached and valid, checked as the general path checks them though no byte
+    /// reaches the others; the bytes go to the first entry.
+    #[inline(always)]
+    fn send_one_into_first(
+        &self,
+        cache: &KeyCache,
+        peer: &SQp,
+        wr: &SendWr,
+        rq: &RecvQ,
+    ) -> Option<(u64, u32)> {
+        let [s] = wr.sges.as_slice() else {
+            return None;
+        };
+        let recv = rq.q.front()?;
+        let [d, rest @ ..] = recv.sges else {
+            return None;
+        };
+        if rest.is_empty() || s.length > d.length {
+            return None;
+        }
+        let src = cache.local_one(&self.dev, self.pd.id(), s, false)?;
+        let dst = rq.cache.local_one(&peer.dev, peer.pd.id(), d, true)?;
+        for e in rest {
+            rq.cache.local_one(&peer.dev, peer.pd.id(), e, true)?;
+        }
+        // SAFETY: as in `send_one`.
+        unsafe { std::ptr::copy(src, dst, s.length as usize) };
+        Some((recv.wr_id, s.length))
+    }
+
+    /// [`SQp::exec_send`] once the receive queue is locked and the peer ready: every case
+    /// [`SQp::send_one`] does not take: a receive of several entries
+    /// ([`SQp::send_one_into_first`] first), then the general path (several source entries,
+    /// a key to look up, no receive, an error, a SEND with invalidate).
+    #[inline(never)]
+    fn exec_send_locked(
+        self: &Arc<Self>,
+        cache: &mut KeyCache,
+        peer: &Arc<SQp>,
+        wr: &SendWr,
+        inv: Option<u32>,
+        deferred: &mut Option<Arc<SQp>>,
+        rq: &mut RecvQ,
+    ) -> Exec {
+        if inv.is_none()
+            && let Some((recv_wr_id, n)) = self.send_one_into_first(cache, peer, wr, rq)
+        {
+            rq.q.pop_front();
+            peer.rcq.push(
+                Self::recv_wc(peer, recv_wr_id, WcStatus::Success, n),
+                wr.solicited,
+            );
+            return Exec::Done(n);
+        }
         // Borrow the receive in place.
         let RecvQ {
             q: rq_q,
             cache: rq_cache,
             ..
-        } = &mut *rq;
+        } = rq;
         let Some(recv) = rq_q.front() else {
             // Flags are set under the receive lock so that a receive posted right after
             // cannot miss us.
@@ -607,7 +728,7 @@ impl SQp {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn exec_write(
         &self,
         cache: &mut KeyCache,
@@ -620,6 +741,39 @@ impl SQp {
         if !matches!(peer.st(), ST_RTR | ST_RTS) {
             return Exec::Fail(WcStatus::RetryExcErr);
         }
+        // One entry, both keys cached and valid (every RDMA WRITE of the data path).
+        if let [s] = wr.sges.as_slice()
+            && let Some(src) = cache.local_one(&self.dev, self.pd.id(), s, false)
+            && let Some(dst) = cache.remote_one(
+                &peer.dev,
+                peer.pd.id(),
+                peer.qpn,
+                rkey,
+                remote_addr,
+                s.length as usize,
+                Access::REMOTE_WRITE,
+            )
+        {
+            // SAFETY: both ranges lie inside live registered regions (held by the cache
+            // entries, which stay while the send-queue lock is held); `copy` tolerates
+            // overlap (loopback).
+            unsafe { std::ptr::copy(src, dst, s.length as usize) };
+            return Exec::Done(s.length);
+        }
+        self.exec_write_general(cache, peer, wr, remote_addr, rkey, deferred)
+    }
+
+    /// [`SQp::exec_write`] for every case its one-entry path does not take.
+    #[inline(never)]
+    fn exec_write_general(
+        &self,
+        cache: &mut KeyCache,
+        peer: &Arc<SQp>,
+        wr: &SendWr,
+        remote_addr: u64,
+        rkey: u32,
+        deferred: &mut Option<Arc<SQp>>,
+    ) -> Exec {
         let total = wr.sges.total_len() as usize;
         let mut src = Segs::new();
         let mut t = 0;
@@ -675,7 +829,7 @@ impl SQp {
         Exec::Done(total as u32)
     }
 
-    #[inline]
+    #[inline(always)]
     fn exec_read(
         &self,
         cache: &mut KeyCache,
@@ -693,6 +847,37 @@ impl SQp {
             Self::peer_failed(peer, deferred);
             return Exec::Fail(WcStatus::RemInvReqErr);
         }
+        // One entry, both keys cached and valid (every RDMA READ of the data path).
+        if let [d] = wr.sges.as_slice()
+            && let Some(src) = cache.remote_one(
+                &peer.dev,
+                peer.pd.id(),
+                peer.qpn,
+                rkey,
+                remote_addr,
+                d.length as usize,
+                Access::REMOTE_READ,
+            )
+            && let Some(dst) = cache.local_one(&self.dev, self.pd.id(), d, true)
+        {
+            // SAFETY: as in `exec_write`.
+            unsafe { std::ptr::copy(src, dst, d.length as usize) };
+            return Exec::Done(d.length);
+        }
+        self.exec_read_general(cache, peer, wr, remote_addr, rkey, deferred)
+    }
+
+    /// [`SQp::exec_read`] for every case its one-entry path does not take.
+    #[inline(never)]
+    fn exec_read_general(
+        &self,
+        cache: &mut KeyCache,
+        peer: &Arc<SQp>,
+        wr: &SendWr,
+        remote_addr: u64,
+        rkey: u32,
+        deferred: &mut Option<Arc<SQp>>,
+    ) -> Exec {
         let total = wr.sges.total_len() as usize;
         let mut dst = Segs::new();
         let mut t = 0;

@@ -33,6 +33,10 @@ struct Slot {
 pub(crate) struct WcRing {
     slots: Box<[Slot]>,
     one_lap: u64,
+    /// `one_lap - 1`: the index part of a position.
+    mask: u64,
+    /// The capacity (`slots.len()`), as a position.
+    cap: u64,
     /// The next position to poll; read and written only by the thread holding `polling`.
     head: Padded,
     tail: Padded,
@@ -59,9 +63,12 @@ impl WcRing {
                 wc: UnsafeCell::new(WorkCompletion::default()),
             })
             .collect();
+        let one_lap = (cap as u64 + 1).next_power_of_two();
         WcRing {
             slots,
-            one_lap: (cap as u64 + 1).next_power_of_two(),
+            one_lap,
+            mask: one_lap - 1,
+            cap: cap as u64,
             head: Padded(AtomicU64::new(0)),
             tail: Padded(AtomicU64::new(0)),
             polling: AtomicBool::new(false),
@@ -73,25 +80,26 @@ impl WcRing {
         self.slots.len()
     }
 
-    /// The position after `pos`.
+    /// The position after `pos`: the next index, or index 0 of the next lap (the lap part
+    /// is a multiple of `one_lap`, so setting every index bit and adding one moves to it).
     #[inline(always)]
     fn next(&self, pos: u64) -> u64 {
-        let index = pos & (self.one_lap - 1);
-        if index + 1 < self.slots.len() as u64 {
+        if (pos & self.mask) + 1 < self.cap {
             pos + 1
         } else {
-            (pos & !(self.one_lap - 1)).wrapping_add(self.one_lap)
+            (pos | self.mask).wrapping_add(1)
         }
     }
 
     #[inline(always)]
     fn slot(&self, pos: u64) -> &Slot {
         // The index part of a position is always below `cap` (see `next`).
-        &self.slots[(pos & (self.one_lap - 1)) as usize]
+        &self.slots[(pos & self.mask) as usize]
     }
 
-    /// Appends `wc`; gives it back if the ring is full.
-    #[inline]
+    /// Appends `wc`; gives it back if the ring is full. Inlined into the completion pushes
+    /// (two per I/O): as a call it saved and restored registers around ≈ 30 instructions.
+    #[inline(always)]
     pub(crate) fn push(&self, wc: WorkCompletion) -> Result<(), WorkCompletion> {
         let mut tail = self.tail.0.load(Ordering::Relaxed);
         loop {
