@@ -279,6 +279,11 @@ mod tests {
                         let n = r.pop_into(&mut out[..1 + seen.len() % 3]);
                         seen.extend(out[..n].iter().map(|w| w.wr_id));
                         taken.fetch_add(n as u64, Ordering::Relaxed);
+                        if n == 0 {
+                            // Nothing there: let the pusher run (three threads on a machine
+                            // of two cores under load would otherwise starve it).
+                            std::thread::yield_now();
+                        }
                     }
                     seen
                 })
