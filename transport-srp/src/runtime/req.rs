@@ -216,6 +216,15 @@ fn round(used: u32, budget: u32, left: usize, respond: bool) -> Option<(usize, b
     (room > 0).then_some((k, !respond && k == left))
 }
 
+/// Keeps, of the work requests a transfer appended to `batch` from `base`, the `k` of this
+/// round, from its `start`th (earlier rounds' are gone, later ones are built again).
+fn keep_round(batch: &mut Vec<SendWr>, base: usize, start: usize, k: usize) {
+    batch.truncate(base + start + k);
+    if start > 0 {
+        batch.drain(base..base + start);
+    }
+}
+
 /// Puts the receive-ring buffer a request lent to its I/O (immediate data: the last buffer
 /// of the I/O) back into its ring slot, so that it is reposted with the request's receive.
 fn return_lent_recv(ring: &mut [Option<IoBuf>], r: &mut Req) {
@@ -638,15 +647,15 @@ impl SrpPg {
         }
         let c = &mut self.chans[key as usize];
         let lkey = self.devs[c.dev].data_mr.lkey();
+        let base = c.send_batch.len();
         let r = &c.reqs[slot as usize];
         let data = iu_bytes(&c.recv, c.rpad, srq_bufs(&self.devs, c.dev), rref, r.iu_len);
         let Ok(cmd) = SrpCmd::decode(data, c.imm_off) else {
             return false;
         };
-        self.wrs.clear();
         let local = r.exec.io.as_ref().map_or(&[][..], |io| io.bufs.as_slice());
         let built = descriptors::build(
-            &mut self.wrs,
+            &mut c.send_batch,
             RdmaOp::Read,
             pack(kind::REQ, key, slot, r.serial),
             descriptors::Local {
@@ -668,13 +677,13 @@ impl SrpPg {
             Ok(n) => {
                 let start = c.reqs[slot as usize].xfer_next as usize;
                 let Some((k, _)) = round(c.sq_used, c.sq_budget(), n - start, false) else {
+                    c.send_batch.truncate(base);
                     let serial = c.reqs[slot as usize].serial;
                     c.sq_wait.push_back((slot, serial));
                     return false;
                 };
-                self.wrs.truncate(start + k);
-                self.wrs.drain(..start);
-                if let Some(w) = self.wrs.last_mut() {
+                keep_round(&mut c.send_batch, base, start, k);
+                if let Some(w) = c.send_batch.last_mut() {
                     w.signaled = true;
                 }
                 let r = &mut c.reqs[slot as usize];
@@ -684,17 +693,18 @@ impl SrpPg {
                     c.stats.write_bytes += bytes;
                 }
                 r.xfer_next = if start + k < n { (start + k) as u32 } else { 0 };
-                self.post(core, key, slot, k as u32);
+                self.post(core, key, slot, base, k as u32);
                 false
             }
         }
     }
 
-    /// Queues `self.wrs` for a request (`n` work requests) on its channel's batch, accounting
-    /// send slots; [`SrpPg::flush_sends`] posts the batch at the end of the poll.
-    fn post(&mut self, core: &mut PgCore, key: u16, slot: u16, n: u32) {
+    /// Accounts the `n` work requests a request appended to its channel's batch from `base`
+    /// (send slots); [`SrpPg::flush_sends`] posts the batch at the end of the poll.
+    fn post(&mut self, core: &mut PgCore, key: u16, slot: u16, base: usize, n: u32) {
         let c = &mut self.chans[key as usize];
         if c.qp.is_none() {
+            c.send_batch.truncate(base);
             tracing::warn!("SRP channel {}: no queue pair to post on", c.gid);
             let r = &mut c.reqs[slot as usize];
             r.aborted = true;
@@ -703,7 +713,6 @@ impl SrpPg {
             self.maybe_finish_aborted(core, key, slot);
             return;
         }
-        c.send_batch.extend_from_slice(&self.wrs);
         c.sq_used += n;
         c.reqs[slot as usize].sq_wrs += n;
         if !c.batched {
@@ -819,14 +828,16 @@ impl SrpPg {
         }
     }
 
-    /// Posts the data-in RDMA WRITEs (if any) and the SRP_RSP.
+    /// Posts the data-in RDMA WRITEs (if any) and the SRP_RSP. The work requests are built
+    /// in place at the end of the channel's send batch (no copy from a scratch list).
     fn respond(&mut self, core: &mut PgCore, key: u16, slot: u16) -> bool {
         let c = &mut self.chans[key as usize];
         let lkey = self.devs[c.dev].data_mr.lkey();
-        let serial = c.reqs[slot as usize].serial;
+        let (used, budget) = (c.sq_used, c.sq_budget());
+        let base = c.send_batch.len();
+        let r = &mut c.reqs[slot as usize];
+        let serial = r.serial;
         let wr_id = pack(kind::REQ, key, slot, serial);
-        self.wrs.clear();
-        let r = &c.reqs[slot as usize];
         let data_in = r.exec.data_in_len();
         if data_in > 0 {
             let local = descriptors::Local {
@@ -836,7 +847,7 @@ impl SrpPg {
             };
             let built = match (r.recv, r.data_in) {
                 (Some(_), Some(d)) => descriptors::build(
-                    &mut self.wrs,
+                    &mut c.send_batch,
                     RdmaOp::Write,
                     wr_id,
                     local,
@@ -848,7 +859,7 @@ impl SrpPg {
                         iu_bytes(&c.recv, c.rpad, srq_bufs(&self.devs, c.dev), rref, r.iu_len);
                     match SrpCmd::decode(data, c.imm_off) {
                         Ok(cmd) => descriptors::build(
-                            &mut self.wrs,
+                            &mut c.send_batch,
                             RdmaOp::Write,
                             wr_id,
                             local,
@@ -862,34 +873,31 @@ impl SrpPg {
             };
             if let Err(e) = built {
                 tracing::warn!("SRP channel {}: data-in descriptors refused: {e:?}", c.gid);
-                let r = &mut c.reqs[slot as usize];
                 ScsiEngine::fail(core, &mut r.exec, Sense::invalid_field_in_command_iu());
             }
         }
         // Data-in already written in earlier rounds, and what this round may post.
-        let start = (c.reqs[slot as usize].xfer_next as usize).min(self.wrs.len());
-        let left = self.wrs.len() - start;
-        let Some((k, last)) = round(c.sq_used, c.sq_budget(), left, true) else {
+        let built = c.send_batch.len() - base;
+        let start = (r.xfer_next as usize).min(built);
+        let Some((k, last)) = round(used, budget, built - start, true) else {
+            c.send_batch.truncate(base);
             c.sq_wait.push_back((slot, serial));
             return false;
         };
-        self.wrs.truncate(start + k);
-        self.wrs.drain(..start);
+        keep_round(&mut c.send_batch, base, start, k);
         if !last {
             // A round of data-in only; the response follows with the last one.
-            if let Some(w) = self.wrs.last_mut() {
+            if let Some(w) = c.send_batch.last_mut() {
                 w.signaled = true;
             }
-            let r = &mut c.reqs[slot as usize];
             r.stage = Stage::Writing;
             r.xfer_next = (start + k) as u32;
-            self.post(core, key, slot, k as u32);
+            self.post(core, key, slot, base, k as u32);
             return false;
         }
-        c.reqs[slot as usize].xfer_next = 0;
+        r.xfer_next = 0;
         let n = k as u32 + 1;
         // The response.
-        let r = &c.reqs[slot as usize];
         let delta = c.sm.credits_mut().response_delta();
         let tm_data = SrpRsp::tm_response_data(r.tm_code);
         let x = &r.exec;
@@ -927,28 +935,28 @@ impl SrpPg {
             }
         };
         let solicited = rsp.solnt;
-        let buf = &mut c.send_bufs[slot as usize];
-        let len = match rsp.encode(buf.as_mut_slice(), c.max_ti) {
+        let len = match rsp.encode(c.send_bufs[slot as usize].as_mut_slice(), c.max_ti) {
             Ok(n) => n,
             Err(e) => {
                 tracing::error!("SRP channel {}: cannot encode SRP_RSP: {e}", c.gid);
                 0
             }
         };
+        let buf = &c.send_bufs[slot as usize];
         let mut send = SendWr::send(
             wr_id,
             SgeList::one(c.send_mr.sge(buf.base_addr(), len as u32)),
         );
         send.solicited = solicited;
-        self.wrs.push(send);
-        c.reqs[slot as usize].stage = Stage::Sending;
+        c.send_batch.push(send);
+        r.stage = Stage::Sending;
         // Repost the receive buffer before the response hands the credit back (a write
         // answered before its immediate data reached the bdev still holds it in its I/O).
-        return_lent_recv(&mut c.recv, &mut c.reqs[slot as usize]);
-        if let Some(rref) = c.reqs[slot as usize].recv.take() {
+        return_lent_recv(&mut c.recv, r);
+        if let Some(rref) = r.recv.take() {
             self.recycle_recv(key, rref);
         }
-        self.post(core, key, slot, n);
+        self.post(core, key, slot, base, n);
         false
     }
 
