@@ -110,6 +110,7 @@ impl LuMap {
     }
 
     /// The logical unit at `lun`.
+    #[inline]
     pub fn get(&self, lun: u16) -> Option<&MappedLu> {
         self.lus.get(lun as usize).and_then(Option::as_ref)
     }
@@ -120,6 +121,15 @@ impl LuMap {
         if let Some(m) = self.lus.get_mut(lun as usize).and_then(Option::as_mut) {
             m.unit.modes = m.ns.modes.load();
         }
+    }
+
+    /// The logical unit at `lun`, its mode parameters refreshed first
+    /// ([`LuMap::refresh_modes`]): one lookup for both.
+    #[inline]
+    pub fn get_refreshed(&mut self, lun: u16) -> Option<&MappedLu> {
+        let m = self.lus.get_mut(lun as usize)?.as_mut()?;
+        m.unit.modes = m.ns.modes.load();
+        Some(m)
     }
 
     /// The logical unit's description at `lun`.
