@@ -216,6 +216,12 @@ fn round(used: u32, budget: u32, left: usize, respond: bool) -> Option<(usize, b
     (room > 0).then_some((k, !respond && k == left))
 }
 
+/// Whether a CDB is READ(10/16), whose buffers the transport takes as it arrives.
+fn is_read(cdb: &[u8]) -> bool {
+    use target_core::scsi::cdb::op;
+    matches!(cdb.first(), Some(&(op::READ_10 | op::READ_16)))
+}
+
 /// Keeps, of the work requests a transfer appended to `batch` from `base`, the `k` of this
 /// round, from its `start`th (earlier rounds' are gone, later ones are built again).
 fn keep_round(batch: &mut Vec<SendWr>, base: usize, start: usize, k: usize) {
@@ -372,9 +378,49 @@ impl SrpPg {
                         return;
                     }
                 }
+                if is_read(cmd.cdb) && req.stage == Stage::Core {
+                    let bytes = scsi_cmd.data_in_len;
+                    self.take_read_bufs(key, slot, bytes);
+                }
             }
         }
         self.drive(core, key, slot);
+    }
+
+    /// A READ's data buffers for its data-in descriptor, taken as it arrives when they are
+    /// free and no request waits for buffers (never ahead of one): the SCSI engine then
+    /// submits the read within its first run instead of asking for them. Given back if
+    /// admission queues the command (`apply`), so a paused namespace holds none.
+    fn take_read_bufs(&mut self, key: u16, slot: u16, bytes: u32) {
+        let n = self.scsi.limits().units(u64::from(bytes));
+        let c = &mut self.chans[key as usize];
+        let d = &mut self.devs[c.dev];
+        if n == 0 || !self.buf_wait.is_empty() || d.data_free.len() < n {
+            return;
+        }
+        let Some(io) = c.reqs[slot as usize].exec.io.as_mut() else {
+            return;
+        };
+        if io.bufs.remaining_capacity() < n {
+            return;
+        }
+        for _ in 0..n {
+            if let Some(b) = d.data_free.pop() {
+                io.bufs.push(b);
+            }
+        }
+    }
+
+    /// Gives a request's data buffers back to the pool (it holds nothing else in them yet).
+    fn give_back_bufs(&mut self, key: u16, slot: u16) {
+        let c = &mut self.chans[key as usize];
+        let d = &mut self.devs[c.dev];
+        if let Some(io) = c.reqs[slot as usize].exec.io.as_mut() {
+            for mut b in io.bufs.drain(..) {
+                b.reset();
+                d.data_free.push(b);
+            }
+        }
     }
 
     /// The request in `slot` of channel `key`, if both exist.
@@ -457,6 +503,11 @@ impl SrpPg {
         match action {
             ScsiAction::Queued => {
                 r.stage = Stage::Admit;
+                // Admission runs first: what the request holds are a READ's buffers taken
+                // as it arrived (`take_read_bufs`).
+                if r.exec.io.as_ref().is_some_and(|io| !io.bufs.is_empty()) {
+                    self.give_back_bufs(key, slot);
+                }
                 false
             }
             ScsiAction::NeedBuffers(n) => self.take_bufs(key, slot, n),
