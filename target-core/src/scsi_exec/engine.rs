@@ -227,8 +227,13 @@ impl ScsiEngine {
 
     /// Gives back what a request holds in the poll group (its admission), for a request that
     /// ends without a response (aborted, or its session gone).
+    /// Inlined: every command ends through it (twice: at its response and when the
+    /// transport frees it), and it seldom has anything to give back.
+    #[inline]
     pub fn abandon(core: &mut PgCore, req: &mut ScsiReq) {
-        caw::cancel(core, req);
+        if req.caw_owner.is_some() {
+            caw::cancel(core, req);
+        }
         if let Some(k) = req.admitted.take() {
             core.release(req.sub, k);
         }

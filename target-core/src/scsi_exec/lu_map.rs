@@ -20,6 +20,7 @@ pub struct LuLimits {
 
 impl LuLimits {
     /// Data buffers needed to hold `bytes`.
+    #[inline]
     pub fn units(&self, bytes: u64) -> usize {
         bytes.div_ceil(u64::from(self.io_unit_size.max(1))) as usize
     }

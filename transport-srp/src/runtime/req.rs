@@ -224,6 +224,7 @@ fn is_read(cdb: &[u8]) -> bool {
 
 /// Keeps, of the work requests a transfer appended to `batch` from `base`, the `k` of this
 /// round, from its `start`th (earlier rounds' are gone, later ones are built again).
+#[inline]
 fn keep_round(batch: &mut Vec<SendWr>, base: usize, start: usize, k: usize) {
     batch.truncate(base + start + k);
     if start > 0 {
@@ -233,10 +234,16 @@ fn keep_round(batch: &mut Vec<SendWr>, base: usize, start: usize, k: usize) {
 
 /// Puts the receive-ring buffer a request lent to its I/O (immediate data: the last buffer
 /// of the I/O) back into its ring slot, so that it is reposted with the request's receive.
+#[inline]
 fn return_lent_recv(ring: &mut [Option<IoBuf>], r: &mut Req) {
-    if !r.recv_lent {
-        return;
+    if r.recv_lent {
+        give_back_lent_recv(ring, r);
     }
+}
+
+/// [`return_lent_recv`] when the request did lend it.
+#[cold]
+fn give_back_lent_recv(ring: &mut [Option<IoBuf>], r: &mut Req) {
     r.recv_lent = false;
     if let (Some(RecvRef::Ring(s)), Some(io)) = (r.recv, r.exec.io.as_mut())
         && let Some(mut b) = io.bufs.pop()
@@ -491,6 +498,11 @@ impl SrpPg {
                     if !self.take_bufs(key, slot, n) {
                         return false;
                     }
+                }
+                // A read or write went to the bdev (the usual answer): no `apply`.
+                ScsiAction::Submitted => {
+                    self.chans[key as usize].reqs[slot as usize].stage = Stage::Bdev;
+                    return false;
                 }
                 _ => return self.apply(key, slot, action),
             }
@@ -874,6 +886,11 @@ impl SrpPg {
         {
             c.stats.read_bytes += u64::from(r.exec.data_in_len());
         }
+        if action == ScsiAction::Respond {
+            // The usual answer: the response goes now, without `apply`.
+            r.stage = Stage::Respond;
+            return self.drive(core, key, slot);
+        }
         if self.apply(key, slot, action) {
             self.drive(core, key, slot);
         }
@@ -1186,7 +1203,12 @@ impl SrpPg {
         r.stage = Stage::Free;
         r.waiting_buf = false;
         let rref = r.recv.take();
-        let waiters: ArrayVec<u32, 4> = r.waiters.drain(..).collect();
+        // Task management waiting for it (it was aborted): seldom any.
+        let waiters: ArrayVec<u32, 4> = if r.waiters.is_empty() {
+            ArrayVec::new()
+        } else {
+            r.waiters.drain(..).collect()
+        };
         c.req_free.push(slot);
         let out = c.sm.command_finished(responded);
         if let Some(rref) = rref {
