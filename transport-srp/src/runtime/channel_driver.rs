@@ -142,6 +142,11 @@ pub(super) struct ChanStats {
 }
 
 impl Chan {
+    /// Whether IUs wait for a request slot ([`SrpPg::slot_freed`] starts the next one).
+    pub fn slot_waiters(&self) -> bool {
+        !self.slot_wait.is_empty()
+    }
+
     /// Send slots requests may use (the spares keep theirs).
     pub fn sq_budget(&self) -> u32 {
         self.sq_depth.saturating_sub(u32::from(SPARES))

@@ -398,6 +398,7 @@ impl SrpPg {
     /// free and no request waits for buffers (never ahead of one): the SCSI engine then
     /// submits the read within its first run instead of asking for them. Given back if
     /// admission queues the command (`apply`), so a paused namespace holds none.
+    #[inline]
     fn take_read_bufs(&mut self, key: u16, slot: u16, bytes: u32) {
         let n = self.scsi.limits().units(u64::from(bytes));
         let c = &mut self.chans[key as usize];
@@ -1220,14 +1221,24 @@ impl SrpPg {
         if !responded {
             self.maybe_cred_req(key);
         }
-        self.slot_freed(core, key);
-        self.run(core, key, out);
+        // An IU waiting for a request slot, the channel's state machine's actions: seldom.
+        if self
+            .chans
+            .get(key as usize)
+            .is_some_and(|c| c.slot_waiters())
+        {
+            self.slot_freed(core, key);
+        }
+        if !out.actions.is_empty() {
+            self.run(core, key, out);
+        }
     }
 
     // ----- task attributes -----
 
     /// The request leaves its logical unit's task set (it ended, or was aborted while
     /// dormant); the tasks this lets into the enabled state start at the next poll.
+    #[inline]
     fn leave_task_set(&mut self, key: u16, slot: u16) {
         let Some(c) = self.chans.get_mut(key as usize) else {
             return;
