@@ -10,8 +10,9 @@
 //! A request owns its receive buffer (the IU, and immediate data, stay where they landed)
 //! until its response is posted; the buffer is reposted just before the SEND that returns the
 //! credit. Data buffers come from the device pool and go back once the response's SEND (which
-//! follows the data's RDMA WRITEs) has completed. Nothing is freed while a work request or a
-//! bdev I/O still refers to it.
+//! follows the data's RDMA WRITEs) has completed; a READ takes its own as it arrives when they
+//! are free and no request waits for buffers (given back if admission queues it). Nothing is
+//! freed while a work request or a bdev I/O still refers to it.
 //!
 //! The SCSI side of a command — admission, the device server, the bdev operations, status and
 //! sense — runs in target-core's [`ScsiEngine`]; this engine moves IUs and data and answers
