@@ -568,6 +568,68 @@ fn pause_and_resume_during_io() {
     assert_clean(&fx);
 }
 
+/// READs take their data buffers as they arrive (so that the SCSI engine submits them
+/// within its first run); READs a pause holds in the admission queue give them back, so a
+/// paused subsystem ties up no buffer, and they are served after the resume.
+#[test]
+fn reads_queued_by_a_pause_hold_no_data_buffers() {
+    let fx = SrpFixture::new(1, json!({}), 1, 4096);
+    let mut i = fx.login(INI);
+    // The nexus's first command to LU 0 (POWER ON, absorbed), then data to read back.
+    i.run(0, &[0; 6], &Data::None, Layout::Direct).unwrap();
+    for n in 0..8u32 {
+        let data = pattern(u64::from(n), 4096);
+        i.mem()[..4096].copy_from_slice(&data);
+        let r = i
+            .run(
+                0,
+                &rw10(0x2a, n * 8, 8),
+                &Data::Out(vec![(0, 4096)]),
+                Layout::Direct,
+            )
+            .unwrap();
+        assert_eq!(r.status, 0);
+    }
+    fx.t.rt.block_on(fx.t.target.pause(&fx.nqn, None)).unwrap();
+    let tags: Vec<u64> = (0..8u32)
+        .map(|n| {
+            i.command(
+                0,
+                &rw10(0x28, n * 8, 8),
+                &Data::In(vec![(n as usize * 4096, 4096)]),
+                Layout::Direct,
+                false,
+            )
+            .unwrap()
+        })
+        .collect();
+    assert!(
+        i.next_response(Duration::from_millis(300))
+            .unwrap()
+            .is_none(),
+        "served while paused"
+    );
+    assert_eq!(fx.qpairs()[0]["outstanding"], 8);
+    let d = &fx.srp_stats(0)["devices"][0];
+    assert_eq!(
+        d["free_data_buffers"], d["total_data_buffers"],
+        "queued reads hold no data buffer: {d}"
+    );
+    fx.t.rt.block_on(fx.t.target.resume(&fx.nqn)).unwrap();
+    for t in tags {
+        assert_eq!(i.wait(t).unwrap().status, 0);
+    }
+    for n in 0..8usize {
+        assert_eq!(
+            &i.mem()[n * 4096..(n + 1) * 4096],
+            &pattern(n as u64, 4096)[..],
+            "read {n}"
+        );
+    }
+    drop(i);
+    assert_clean(&fx);
+}
+
 #[test]
 fn transport_options_and_missing_rdma_devices() {
     let fx = SrpFixture::new(1, json!({"max_queue_depth": 64, "sq_size": 512}), 1, 1024);

@@ -67,6 +67,7 @@ impl<T: Copy + PartialEq> TaskOrder<T> {
 
     /// Whether a task with `attr` arriving now may enter the enabled state at once (nothing
     /// dormant is older than it then).
+    #[inline]
     fn may_enable(&self, attr: TaskAttribute) -> bool {
         match attr {
             TaskAttribute::HeadOfQueue => true,
@@ -75,6 +76,7 @@ impl<T: Copy + PartialEq> TaskOrder<T> {
         }
     }
 
+    #[inline]
     fn enable(&mut self, attr: TaskAttribute) {
         self.enabled += 1;
         match attr {
@@ -87,6 +89,7 @@ impl<T: Copy + PartialEq> TaskOrder<T> {
     /// Task `id` with `attr` arrives: `true` if it is enabled (it runs; tell
     /// [`TaskOrder::ended`] when it ends), `false` if it is dormant (it waits until
     /// [`TaskOrder::next_enabled`] hands it out, or [`TaskOrder::remove`] takes it away).
+    #[inline]
     pub fn arrive(&mut self, id: T, attr: TaskAttribute) -> bool {
         let go = match attr {
             TaskAttribute::HeadOfQueue => true,
@@ -102,6 +105,7 @@ impl<T: Copy + PartialEq> TaskOrder<T> {
 
     /// An enabled task with `attr` ended (completed or aborted). Then call
     /// [`TaskOrder::next_enabled`] until it returns `None`.
+    #[inline]
     pub fn ended(&mut self, attr: TaskAttribute) {
         self.enabled = self.enabled.saturating_sub(1);
         match attr {
@@ -113,6 +117,7 @@ impl<T: Copy + PartialEq> TaskOrder<T> {
 
     /// The oldest dormant task if it may now enter the enabled state (it is counted
     /// enabled from now on).
+    #[inline]
     pub fn next_enabled(&mut self) -> Option<T> {
         let &(id, attr) = self.dormant.front()?;
         if !self.may_enable(attr) {

@@ -10,7 +10,8 @@ use super::nexus_ua::NexusUnitAttentions;
 use super::request::{Phase, ScsiAction, ScsiCommand, ScsiReq};
 use super::reservation::{self, ResvStep};
 use crate::ana::TpgEntry;
-use crate::bdev::BdevIo;
+use crate::bdev::{BdevIo, BdevOp};
+use crate::reservation::CommandClass;
 use crate::scsi::alua::{self, AluaState};
 use crate::scsi::ua::UaCheck;
 use crate::scsi::{self, ScsiStatus, Sense, Verdict};
@@ -46,6 +47,7 @@ fn is_fast_rw(cdb: &[u8]) -> bool {
 /// The ALUA state of the nexus's port for ANA group `group` of subsystem `sub`, from the poll
 /// group's snapshot (no lock; the nexus keeps its path's index): `None` for a port outside
 /// the target port groups or without ANA reporting (every LU active/optimized).
+#[inline]
 fn port_alua_state(core: &PgCore, sub: u32, nexus: &ItNexus, group: u32) -> Option<AluaState> {
     let (Some(_), Some(listener)) = (nexus.tpg_id, &nexus.listener) else {
         return None;
@@ -145,9 +147,14 @@ impl ScsiEngine {
         map_of(&mut self.maps, core, subsystem, self.limits)
     }
 
-    /// Whether a logical unit is mapped at `lun` of `subsystem`.
+    /// Whether a logical unit is mapped at `lun` of `subsystem`. Inlined: every command
+    /// asks; the map is built only when it is not there yet.
+    #[inline]
     pub fn lu_exists(&mut self, core: &PgCore, subsystem: u32, lun: u16) -> bool {
-        self.map(core, subsystem).get(lun).is_some()
+        match self.maps.get(subsystem as usize) {
+            Some(Some(m)) => m.get(lun).is_some(),
+            _ => self.map(core, subsystem).get(lun).is_some(),
+        }
     }
 
     /// Whether a logical unit is mapped at `lun` of `subsystem` and `nexus` sees it: what task
@@ -166,8 +173,18 @@ impl ScsiEngine {
         let has_lu = cmd
             .lun
             .is_some_and(|l| self.lu_exists(core, cmd.subsystem, l));
-        let n = cmd.cdb.len().min(req.cdb.len());
-        req.cdb[..n].copy_from_slice(&cmd.cdb[..n]);
+        // The usual CDB (SRP's 16 bytes) is copied as one fixed-size array.
+        let n = match cmd.cdb.first_chunk::<16>() {
+            Some(c) => {
+                req.cdb = *c;
+                16
+            }
+            None => {
+                let n = cmd.cdb.len().min(req.cdb.len());
+                req.cdb[..n].copy_from_slice(&cmd.cdb[..n]);
+                n
+            }
+        };
         req.cdb_len = n as u8;
         req.token = cmd.token;
         req.sub = cmd.subsystem;
@@ -210,8 +227,13 @@ impl ScsiEngine {
 
     /// Gives back what a request holds in the poll group (its admission), for a request that
     /// ends without a response (aborted, or its session gone).
+    /// Inlined: every command ends through it (twice: at its response and when the
+    /// transport frees it), and it seldom has anything to give back.
+    #[inline]
     pub fn abandon(core: &mut PgCore, req: &mut ScsiReq) {
-        caw::cancel(core, req);
+        if req.caw_owner.is_some() {
+            caw::cancel(core, req);
+        }
         if let Some(k) = req.admitted.take() {
             core.release(req.sub, k);
         }
@@ -415,9 +437,12 @@ impl ScsiEngine {
     ) -> Option<ScsiAction> {
         let lun = req.lun?;
         let sub = req.sub;
-        let m = self.maps.get_mut(sub as usize)?.as_mut()?;
-        m.refresh_modes(lun);
-        let m = m.get(lun)?;
+        // One lookup of the LU: its mode parameters refreshed through the same reference.
+        let m = self
+            .maps
+            .get_mut(sub as usize)?
+            .as_mut()?
+            .get_refreshed(lun)?;
         if !sees(self.host_matcher, m, nexus) {
             return None;
         }
@@ -433,13 +458,36 @@ impl ScsiEngine {
         {
             return None;
         }
-        if !reservation::permits(core, sub, nsid, nexus, cdb) {
+        let class = if matches!(cdb[0], scsi::cdb::op::READ_10 | scsi::cdb::op::READ_16) {
+            CommandClass::Read
+        } else {
+            CommandClass::Write
+        };
+        if !reservation::permits_class(core, sub, nsid, nexus, class) {
             return None;
         }
         let lu = &m.unit;
         let bs = lu.block_size;
-        let verdict = scsi::read_write(lu, cdb, req.out_len);
-        Some(self.conclude(core, req, verdict, bs))
+        match scsi::read_write(lu, cdb, req.out_len) {
+            // A read whose buffers are there (the transport took them as the command
+            // arrived) goes to the bdev at once, without looking the LU up again.
+            Verdict::Io(op @ scsi::ScsiIo::Read { lba, blocks, .. })
+                if req.io.as_ref().is_some_and(|io| {
+                    io.bufs.len() >= self.limits.units(u64::from(blocks) * u64::from(bs))
+                }) =>
+            {
+                req.op = Some(op);
+                req.wanted_in = op.data_in_len(bs);
+                req.wanted_out = 0;
+                req.phase = Phase::Submit;
+                let read = BdevOp::Read {
+                    offset_blocks: lba,
+                    num_blocks: u64::from(blocks),
+                };
+                Some(self.submit_op(core, req, lun, read))
+            }
+            verdict => Some(self.conclude(core, req, verdict, bs)),
+        }
     }
 
     /// Ends the device server's run with its verdict: the response, data-in from the

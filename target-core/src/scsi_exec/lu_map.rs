@@ -20,6 +20,7 @@ pub struct LuLimits {
 
 impl LuLimits {
     /// Data buffers needed to hold `bytes`.
+    #[inline]
     pub fn units(&self, bytes: u64) -> usize {
         bytes.div_ceil(u64::from(self.io_unit_size.max(1))) as usize
     }
@@ -110,6 +111,7 @@ impl LuMap {
     }
 
     /// The logical unit at `lun`.
+    #[inline]
     pub fn get(&self, lun: u16) -> Option<&MappedLu> {
         self.lus.get(lun as usize).and_then(Option::as_ref)
     }
@@ -120,6 +122,15 @@ impl LuMap {
         if let Some(m) = self.lus.get_mut(lun as usize).and_then(Option::as_mut) {
             m.unit.modes = m.ns.modes.load();
         }
+    }
+
+    /// The logical unit at `lun`, its mode parameters refreshed first
+    /// ([`LuMap::refresh_modes`]): one lookup for both.
+    #[inline]
+    pub fn get_refreshed(&mut self, lun: u16) -> Option<&MappedLu> {
+        let m = self.lus.get_mut(lun as usize)?.as_mut()?;
+        m.unit.modes = m.ns.modes.load();
+        Some(m)
     }
 
     /// The logical unit's description at `lun`.

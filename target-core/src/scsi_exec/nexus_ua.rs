@@ -114,6 +114,7 @@ impl NexusUnitAttentions {
     }
 
     /// Whether a condition may be pending on `lun` (one atomic load; `false`: none is).
+    #[inline]
     pub(super) fn may_be_pending(&self, lun: u16) -> bool {
         let (w, b) = bit(lun);
         self.pending[w].load(Ordering::Acquire) & b != 0

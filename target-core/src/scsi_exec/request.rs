@@ -194,6 +194,7 @@ impl ScsiReq {
 
     /// Forgets the previous command (the bdev I/O and its buffer list stay; the transport has
     /// taken the buffers back, see [`ScsiReq::take_param`]).
+    #[inline]
     pub fn reset(&mut self) {
         // Field by field: no drop glue, no copy of the whole request.
         self.token = 0;

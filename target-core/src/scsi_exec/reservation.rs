@@ -50,6 +50,8 @@ const fn persist_failed() -> Sense {
 }
 
 /// Moves the notices the volume holds for `nexus` into its unit attention queue (step 1).
+/// Inlined: every command asks, and there is seldom anything to take.
+#[inline]
 pub(super) fn take_notices(
     core: &PgCore,
     sub: u32,
@@ -78,8 +80,19 @@ fn status(s: PrStatus) -> ResvStep {
 
 /// Step 2 alone: whether the volume's reservation lets `nexus` run `cdb` on namespace `nsid`.
 pub(super) fn permits(core: &mut PgCore, sub: u32, nsid: u32, nexus: &ItNexus, cdb: &[u8]) -> bool {
-    let who = Initiator::Scsi(nexus.identity());
-    core.resv_permits(sub, nsid, who, pr_access::command_class(cdb))
+    permits_class(core, sub, nsid, nexus, pr_access::command_class(cdb))
+}
+
+/// [`permits`] for a command whose class the caller knows (READ/WRITE).
+#[inline]
+pub(super) fn permits_class(
+    core: &mut PgCore,
+    sub: u32,
+    nsid: u32,
+    nexus: &ItNexus,
+    class: crate::reservation::CommandClass,
+) -> bool {
+    core.resv_permits(sub, nsid, Initiator::Scsi(nexus.identity()), class)
 }
 
 /// Steps 2 and 3 for a command to the logical unit of namespace `nsid`.

@@ -533,6 +533,26 @@ impl Harness {
         self.next_id
     }
 
+    /// Queues READ(16)s of `blocks` at each of `lbas` at once (one hold of the inbox: a
+    /// reactor still polling takes them in one poll), without waking the reactor.
+    fn queue_reads(&mut self, sub: &Subsystem, lun: u16, lbas: &[u64], blocks: u32) -> Vec<u64> {
+        let mut inbox = self.shared.inbox.lock();
+        lbas.iter()
+            .map(|&lba| {
+                self.next_id += 1;
+                inbox.push_back(Cmd {
+                    id: self.next_id,
+                    sub: sub.id(),
+                    lun,
+                    cdb: rw16(READ_16, lba, blocks).to_vec(),
+                    data_out: Vec::new(),
+                    in_len: blocks * 512,
+                });
+                self.next_id
+            })
+            .collect()
+    }
+
     /// Wakes the reactor: the inbox is not an fd it sleeps on.
     fn kick(&self) {
         let _ = self.target.reactors().send_msg(0, |_| {});
@@ -691,9 +711,7 @@ fn requests_wait_for_buffers_and_go_on_when_they_come_back() {
     let sub = h.subsystem("nqn.2016-06.io.rtgt:scsi-exec-3", &[1]);
     // Four reads of 4 buffers each with 8 in the pool, started in one poll: two wait.
     let blocks = MAX_IO / 512;
-    let ids: Vec<u64> = (0..4)
-        .map(|i| h.queue(&sub, 0, &rw16(READ_16, 100 + i * 64, blocks), &[], MAX_IO))
-        .collect();
+    let ids = h.queue_reads(&sub, 0, &[100, 164, 228, 292], blocks);
     h.kick();
     for id in ids {
         let d = h.wait(id);

@@ -20,6 +20,10 @@ use target_core::scsi_exec::{ItNexus, NexusUnitAttentions};
 use target_core::target::{ControllerInfo, ListenAddr, PgCore, Subsystem, SubsystemState};
 
 use super::req::Req;
+
+/// Send-batch room beyond a poll's rounds for one transfer's work requests while they are
+/// built (a transfer with more remote segments grows the batch once; it keeps its capacity).
+const BUILD_HEADROOM: usize = 32;
 use super::{RecvRef, SrpPg, kind, pack};
 use crate::channel::{
     Action, Channel, ChannelState, CloseReason, Event, IuDisposition, IuKind, Output,
@@ -96,7 +100,9 @@ pub(super) struct Chan {
     pub sq_used: u32,
     pub sq_wait: VecDeque<(u16, u16)>,
     /// Send work requests of this poll, posted together by [`SrpPg::flush_sends`] (one
-    /// doorbell per channel per poll; on soft-RoCE a doorbell is a system call).
+    /// doorbell per channel per poll; on soft-RoCE a doorbell is a system call). A request's
+    /// transfer is built in place at its end and cut to the round that fits the send queue:
+    /// its capacity covers a poll's worth of rounds plus one whole transfer being built.
     pub send_batch: Vec<SendWr>,
     pub batched: bool,
     pub reqs: Vec<Req>,
@@ -136,6 +142,11 @@ pub(super) struct ChanStats {
 }
 
 impl Chan {
+    /// Whether IUs wait for a request slot ([`SrpPg::slot_freed`] starts the next one).
+    pub fn slot_waiters(&self) -> bool {
+        !self.slot_wait.is_empty()
+    }
+
     /// Send slots requests may use (the spares keep theirs).
     pub fn sq_budget(&self) -> u32 {
         self.sq_depth.saturating_sub(u32::from(SPARES))
@@ -444,7 +455,7 @@ impl SrpPg {
             sq_depth,
             sq_used: 0,
             sq_wait: VecDeque::with_capacity(nreq as usize),
-            send_batch: Vec::with_capacity(sq_depth.min(128) as usize),
+            send_batch: Vec::with_capacity(sq_depth.min(128) as usize + BUILD_HEADROOM),
             batched: false,
             reqs: (0..nreq).map(|_| Req::new()).collect(),
             req_free: (0..nreq as u16).rev().collect(),

@@ -27,7 +27,7 @@ mod req;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
-use fabric::{Access, Device, Mr, Pd, RecvWr, SendWr, SgeList, WorkCompletion};
+use fabric::{Access, Device, Mr, Pd, RecvWr, SgeList, WorkCompletion};
 use iobuf::{DmaRegion, IoBuf};
 use rdma_plumbing::srq::Flushed;
 use rdma_plumbing::{CompletionQueues, QpnMap, SharedRecvQueue, WrId};
@@ -191,7 +191,6 @@ pub struct SrpPg {
     /// what arrived before it).
     arrivals: u64,
     wcs: Vec<WorkCompletion>,
-    wrs: Vec<SendWr>,
     /// Channels with work requests batched for the next doorbell ([`SrpPg::flush_sends`]).
     dirty: Vec<u16>,
     serial: u16,
@@ -235,7 +234,6 @@ impl SrpPg {
             abort_seq: 0,
             arrivals: 0,
             wcs: vec![WorkCompletion::default(); 64],
-            wrs: Vec::with_capacity(256),
             dirty: Vec::with_capacity(64),
             serial: 0,
             closing: 0,

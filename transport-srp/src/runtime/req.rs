@@ -10,8 +10,9 @@
 //! A request owns its receive buffer (the IU, and immediate data, stay where they landed)
 //! until its response is posted; the buffer is reposted just before the SEND that returns the
 //! credit. Data buffers come from the device pool and go back once the response's SEND (which
-//! follows the data's RDMA WRITEs) has completed. Nothing is freed while a work request or a
-//! bdev I/O still refers to it.
+//! follows the data's RDMA WRITEs) has completed; a READ takes its own as it arrives when they
+//! are free and no request waits for buffers (given back if admission queues it). Nothing is
+//! freed while a work request or a bdev I/O still refers to it.
 //!
 //! The SCSI side of a command — admission, the device server, the bdev operations, status and
 //! sense — runs in target-core's [`ScsiEngine`]; this engine moves IUs and data and answers
@@ -216,12 +217,34 @@ fn round(used: u32, budget: u32, left: usize, respond: bool) -> Option<(usize, b
     (room > 0).then_some((k, !respond && k == left))
 }
 
+/// Whether a CDB is READ(10/16), whose buffers the transport takes as it arrives.
+fn is_read(cdb: &[u8]) -> bool {
+    use target_core::scsi::cdb::op;
+    matches!(cdb.first(), Some(&(op::READ_10 | op::READ_16)))
+}
+
+/// Keeps, of the work requests a transfer appended to `batch` from `base`, the `k` of this
+/// round, from its `start`th (earlier rounds' are gone, later ones are built again).
+#[inline]
+fn keep_round(batch: &mut Vec<SendWr>, base: usize, start: usize, k: usize) {
+    batch.truncate(base + start + k);
+    if start > 0 {
+        batch.drain(base..base + start);
+    }
+}
+
 /// Puts the receive-ring buffer a request lent to its I/O (immediate data: the last buffer
 /// of the I/O) back into its ring slot, so that it is reposted with the request's receive.
+#[inline]
 fn return_lent_recv(ring: &mut [Option<IoBuf>], r: &mut Req) {
-    if !r.recv_lent {
-        return;
+    if r.recv_lent {
+        give_back_lent_recv(ring, r);
     }
+}
+
+/// [`return_lent_recv`] when the request did lend it.
+#[cold]
+fn give_back_lent_recv(ring: &mut [Option<IoBuf>], r: &mut Req) {
     r.recv_lent = false;
     if let (Some(RecvRef::Ring(s)), Some(io)) = (r.recv, r.exec.io.as_mut())
         && let Some(mut b) = io.bufs.pop()
@@ -363,9 +386,50 @@ impl SrpPg {
                         return;
                     }
                 }
+                if is_read(cmd.cdb) && req.stage == Stage::Core {
+                    let bytes = scsi_cmd.data_in_len;
+                    self.take_read_bufs(key, slot, bytes);
+                }
             }
         }
         self.drive(core, key, slot);
+    }
+
+    /// A READ's data buffers for its data-in descriptor, taken as it arrives when they are
+    /// free and no request waits for buffers (never ahead of one): the SCSI engine then
+    /// submits the read within its first run instead of asking for them. Given back if
+    /// admission queues the command (`apply`), so a paused namespace holds none.
+    #[inline]
+    fn take_read_bufs(&mut self, key: u16, slot: u16, bytes: u32) {
+        let n = self.scsi.limits().units(u64::from(bytes));
+        let c = &mut self.chans[key as usize];
+        let d = &mut self.devs[c.dev];
+        if n == 0 || !self.buf_wait.is_empty() || d.data_free.len() < n {
+            return;
+        }
+        let Some(io) = c.reqs[slot as usize].exec.io.as_mut() else {
+            return;
+        };
+        if io.bufs.remaining_capacity() < n {
+            return;
+        }
+        for _ in 0..n {
+            if let Some(b) = d.data_free.pop() {
+                io.bufs.push(b);
+            }
+        }
+    }
+
+    /// Gives a request's data buffers back to the pool (it holds nothing else in them yet).
+    fn give_back_bufs(&mut self, key: u16, slot: u16) {
+        let c = &mut self.chans[key as usize];
+        let d = &mut self.devs[c.dev];
+        if let Some(io) = c.reqs[slot as usize].exec.io.as_mut() {
+            for mut b in io.bufs.drain(..) {
+                b.reset();
+                d.data_free.push(b);
+            }
+        }
     }
 
     /// The request in `slot` of channel `key`, if both exist.
@@ -437,6 +501,11 @@ impl SrpPg {
                         return false;
                     }
                 }
+                // A read or write went to the bdev (the usual answer): no `apply`.
+                ScsiAction::Submitted => {
+                    self.chans[key as usize].reqs[slot as usize].stage = Stage::Bdev;
+                    return false;
+                }
                 _ => return self.apply(key, slot, action),
             }
         }
@@ -448,6 +517,11 @@ impl SrpPg {
         match action {
             ScsiAction::Queued => {
                 r.stage = Stage::Admit;
+                // Admission runs first: what the request holds are a READ's buffers taken
+                // as it arrived (`take_read_bufs`).
+                if r.exec.io.as_ref().is_some_and(|io| !io.bufs.is_empty()) {
+                    self.give_back_bufs(key, slot);
+                }
                 false
             }
             ScsiAction::NeedBuffers(n) => self.take_bufs(key, slot, n),
@@ -638,15 +712,15 @@ impl SrpPg {
         }
         let c = &mut self.chans[key as usize];
         let lkey = self.devs[c.dev].data_mr.lkey();
+        let base = c.send_batch.len();
         let r = &c.reqs[slot as usize];
         let data = iu_bytes(&c.recv, c.rpad, srq_bufs(&self.devs, c.dev), rref, r.iu_len);
         let Ok(cmd) = SrpCmd::decode(data, c.imm_off) else {
             return false;
         };
-        self.wrs.clear();
         let local = r.exec.io.as_ref().map_or(&[][..], |io| io.bufs.as_slice());
         let built = descriptors::build(
-            &mut self.wrs,
+            &mut c.send_batch,
             RdmaOp::Read,
             pack(kind::REQ, key, slot, r.serial),
             descriptors::Local {
@@ -668,13 +742,13 @@ impl SrpPg {
             Ok(n) => {
                 let start = c.reqs[slot as usize].xfer_next as usize;
                 let Some((k, _)) = round(c.sq_used, c.sq_budget(), n - start, false) else {
+                    c.send_batch.truncate(base);
                     let serial = c.reqs[slot as usize].serial;
                     c.sq_wait.push_back((slot, serial));
                     return false;
                 };
-                self.wrs.truncate(start + k);
-                self.wrs.drain(..start);
-                if let Some(w) = self.wrs.last_mut() {
+                keep_round(&mut c.send_batch, base, start, k);
+                if let Some(w) = c.send_batch.last_mut() {
                     w.signaled = true;
                 }
                 let r = &mut c.reqs[slot as usize];
@@ -684,17 +758,18 @@ impl SrpPg {
                     c.stats.write_bytes += bytes;
                 }
                 r.xfer_next = if start + k < n { (start + k) as u32 } else { 0 };
-                self.post(core, key, slot, k as u32);
+                self.post(core, key, slot, base, k as u32);
                 false
             }
         }
     }
 
-    /// Queues `self.wrs` for a request (`n` work requests) on its channel's batch, accounting
-    /// send slots; [`SrpPg::flush_sends`] posts the batch at the end of the poll.
-    fn post(&mut self, core: &mut PgCore, key: u16, slot: u16, n: u32) {
+    /// Accounts the `n` work requests a request appended to its channel's batch from `base`
+    /// (send slots); [`SrpPg::flush_sends`] posts the batch at the end of the poll.
+    fn post(&mut self, core: &mut PgCore, key: u16, slot: u16, base: usize, n: u32) {
         let c = &mut self.chans[key as usize];
         if c.qp.is_none() {
+            c.send_batch.truncate(base);
             tracing::warn!("SRP channel {}: no queue pair to post on", c.gid);
             let r = &mut c.reqs[slot as usize];
             r.aborted = true;
@@ -703,7 +778,6 @@ impl SrpPg {
             self.maybe_finish_aborted(core, key, slot);
             return;
         }
-        c.send_batch.extend_from_slice(&self.wrs);
         c.sq_used += n;
         c.reqs[slot as usize].sq_wrs += n;
         if !c.batched {
@@ -814,19 +888,26 @@ impl SrpPg {
         {
             c.stats.read_bytes += u64::from(r.exec.data_in_len());
         }
+        if action == ScsiAction::Respond {
+            // The usual answer: the response goes now, without `apply`.
+            r.stage = Stage::Respond;
+            return self.drive(core, key, slot);
+        }
         if self.apply(key, slot, action) {
             self.drive(core, key, slot);
         }
     }
 
-    /// Posts the data-in RDMA WRITEs (if any) and the SRP_RSP.
+    /// Posts the data-in RDMA WRITEs (if any) and the SRP_RSP. The work requests are built
+    /// in place at the end of the channel's send batch (no copy from a scratch list).
     fn respond(&mut self, core: &mut PgCore, key: u16, slot: u16) -> bool {
         let c = &mut self.chans[key as usize];
         let lkey = self.devs[c.dev].data_mr.lkey();
-        let serial = c.reqs[slot as usize].serial;
+        let (used, budget) = (c.sq_used, c.sq_budget());
+        let base = c.send_batch.len();
+        let r = &mut c.reqs[slot as usize];
+        let serial = r.serial;
         let wr_id = pack(kind::REQ, key, slot, serial);
-        self.wrs.clear();
-        let r = &c.reqs[slot as usize];
         let data_in = r.exec.data_in_len();
         if data_in > 0 {
             let local = descriptors::Local {
@@ -836,7 +917,7 @@ impl SrpPg {
             };
             let built = match (r.recv, r.data_in) {
                 (Some(_), Some(d)) => descriptors::build(
-                    &mut self.wrs,
+                    &mut c.send_batch,
                     RdmaOp::Write,
                     wr_id,
                     local,
@@ -848,7 +929,7 @@ impl SrpPg {
                         iu_bytes(&c.recv, c.rpad, srq_bufs(&self.devs, c.dev), rref, r.iu_len);
                     match SrpCmd::decode(data, c.imm_off) {
                         Ok(cmd) => descriptors::build(
-                            &mut self.wrs,
+                            &mut c.send_batch,
                             RdmaOp::Write,
                             wr_id,
                             local,
@@ -862,34 +943,31 @@ impl SrpPg {
             };
             if let Err(e) = built {
                 tracing::warn!("SRP channel {}: data-in descriptors refused: {e:?}", c.gid);
-                let r = &mut c.reqs[slot as usize];
                 ScsiEngine::fail(core, &mut r.exec, Sense::invalid_field_in_command_iu());
             }
         }
         // Data-in already written in earlier rounds, and what this round may post.
-        let start = (c.reqs[slot as usize].xfer_next as usize).min(self.wrs.len());
-        let left = self.wrs.len() - start;
-        let Some((k, last)) = round(c.sq_used, c.sq_budget(), left, true) else {
+        let built = c.send_batch.len() - base;
+        let start = (r.xfer_next as usize).min(built);
+        let Some((k, last)) = round(used, budget, built - start, true) else {
+            c.send_batch.truncate(base);
             c.sq_wait.push_back((slot, serial));
             return false;
         };
-        self.wrs.truncate(start + k);
-        self.wrs.drain(..start);
+        keep_round(&mut c.send_batch, base, start, k);
         if !last {
             // A round of data-in only; the response follows with the last one.
-            if let Some(w) = self.wrs.last_mut() {
+            if let Some(w) = c.send_batch.last_mut() {
                 w.signaled = true;
             }
-            let r = &mut c.reqs[slot as usize];
             r.stage = Stage::Writing;
             r.xfer_next = (start + k) as u32;
-            self.post(core, key, slot, k as u32);
+            self.post(core, key, slot, base, k as u32);
             return false;
         }
-        c.reqs[slot as usize].xfer_next = 0;
+        r.xfer_next = 0;
         let n = k as u32 + 1;
         // The response.
-        let r = &c.reqs[slot as usize];
         let delta = c.sm.credits_mut().response_delta();
         let tm_data = SrpRsp::tm_response_data(r.tm_code);
         let x = &r.exec;
@@ -927,28 +1005,28 @@ impl SrpPg {
             }
         };
         let solicited = rsp.solnt;
-        let buf = &mut c.send_bufs[slot as usize];
-        let len = match rsp.encode(buf.as_mut_slice(), c.max_ti) {
+        let len = match rsp.encode(c.send_bufs[slot as usize].as_mut_slice(), c.max_ti) {
             Ok(n) => n,
             Err(e) => {
                 tracing::error!("SRP channel {}: cannot encode SRP_RSP: {e}", c.gid);
                 0
             }
         };
+        let buf = &c.send_bufs[slot as usize];
         let mut send = SendWr::send(
             wr_id,
             SgeList::one(c.send_mr.sge(buf.base_addr(), len as u32)),
         );
         send.solicited = solicited;
-        self.wrs.push(send);
-        c.reqs[slot as usize].stage = Stage::Sending;
+        c.send_batch.push(send);
+        r.stage = Stage::Sending;
         // Repost the receive buffer before the response hands the credit back (a write
         // answered before its immediate data reached the bdev still holds it in its I/O).
-        return_lent_recv(&mut c.recv, &mut c.reqs[slot as usize]);
-        if let Some(rref) = c.reqs[slot as usize].recv.take() {
+        return_lent_recv(&mut c.recv, r);
+        if let Some(rref) = r.recv.take() {
             self.recycle_recv(key, rref);
         }
-        self.post(core, key, slot, n);
+        self.post(core, key, slot, base, n);
         false
     }
 
@@ -1127,7 +1205,12 @@ impl SrpPg {
         r.stage = Stage::Free;
         r.waiting_buf = false;
         let rref = r.recv.take();
-        let waiters: ArrayVec<u32, 4> = r.waiters.drain(..).collect();
+        // Task management waiting for it (it was aborted): seldom any.
+        let waiters: ArrayVec<u32, 4> = if r.waiters.is_empty() {
+            ArrayVec::new()
+        } else {
+            r.waiters.drain(..).collect()
+        };
         c.req_free.push(slot);
         let out = c.sm.command_finished(responded);
         if let Some(rref) = rref {
@@ -1139,14 +1222,24 @@ impl SrpPg {
         if !responded {
             self.maybe_cred_req(key);
         }
-        self.slot_freed(core, key);
-        self.run(core, key, out);
+        // An IU waiting for a request slot, the channel's state machine's actions: seldom.
+        if self
+            .chans
+            .get(key as usize)
+            .is_some_and(|c| c.slot_waiters())
+        {
+            self.slot_freed(core, key);
+        }
+        if !out.actions.is_empty() {
+            self.run(core, key, out);
+        }
     }
 
     // ----- task attributes -----
 
     /// The request leaves its logical unit's task set (it ended, or was aborted while
     /// dormant); the tasks this lets into the enabled state start at the next poll.
+    #[inline]
     fn leave_task_set(&mut self, key: u16, slot: u16) {
         let Some(c) = self.chans.get_mut(key as usize) else {
             return;
