@@ -20,7 +20,7 @@ use target_core::target::PgCore;
 use crate::opts::{LARGE_BUF_SIZE, SMALL_BUF_SIZE};
 use crate::poll_group::RdmaPg;
 use crate::qpair::lifecycle::Event as QpEvent;
-use crate::resources::{Data, NONE, Owner, Req, kind};
+use crate::resources::{Data, NONE, Owner, Recv, Req, kind};
 use lifecycle::{Act, Event, Exec, Fetch, Start, State, WaitQueue};
 
 /// The keyed segments of a decoded SGL (empty for other kinds), as the planner takes them.
@@ -44,6 +44,18 @@ fn count(r: &Req, total: u32, max_sge: usize) -> Option<u16> {
     transfer::count(remote(&r.ex.sgl), bufs, total, max_sge)
         .ok()
         .and_then(|n| u16::try_from(n).ok())
+}
+
+/// Keeps receive `rv`'s work request in its shared receive queue slot again (its in-capsule
+/// buffer changed), or in a new slot if it had none.
+#[cold]
+fn rekeep(srq: &mut rdma_plumbing::SharedRecvQueue, rv: u32, recv: &mut Recv) {
+    let Some(wr) = recv.wr(rv, 0) else {
+        return;
+    };
+    if !srq.set_slot(recv.srq_slot, wr) {
+        recv.srq_slot = srq.add_slot(wr);
+    }
 }
 
 /// Logs an event a request's lifecycle refused (a bug, or a stale completion).
@@ -531,13 +543,22 @@ impl RdmaPg {
         }
         match recv.owner {
             Owner::Dev(d) => {
-                let Some(wr) = recv.wr(rv, 0) else {
+                let Some(icd) = recv.icd.as_ref() else {
                     tracing::error!(rv, "receive reposted without its in-capsule buffer");
                     return;
                 };
                 if let Some(srq) = self.devs[d].as_mut().and_then(|p| p.srq.as_mut()) {
+                    // The slot's work request names the in-capsule buffer the receive had
+                    // when it was kept; one that came home different is kept anew.
+                    let kept = srq
+                        .slot(recv.srq_slot)
+                        .and_then(|w| w.sges.as_slice().get(1))
+                        .map(|s| s.addr);
+                    if kept != Some(icd.base_addr()) {
+                        rekeep(srq, rv, recv);
+                    }
                     recv.posted = true;
-                    srq.push(wr);
+                    srq.push_slot(recv.srq_slot);
                 }
             }
             Owner::Qp(qk) => {
