@@ -112,7 +112,11 @@ impl RdmaPg {
                     writes: self.plan_response(rk),
                 },
                 Act::Enqueue(q) => {
-                    self.enqueue(rk, q);
+                    // A response nothing waits ahead of, with send-queue room, is posted now
+                    // (as the queue's replay would post it at the end of the poll).
+                    if !self.post_now(core, rk, q) {
+                        self.enqueue(rk, q);
+                    }
                     return;
                 }
                 Act::Leave { queue, free } => {
@@ -135,6 +139,27 @@ impl RdmaPg {
                 Err(e) => return refused(rk, e),
             };
         }
+    }
+
+    /// Posts the response of `rk`, which is to wait in `q`, at once if `q` is a response
+    /// queue with nobody in it (nor RDMA READs waiting, for data to the host) and the send
+    /// queue has room for the chain; returns whether it did (SPDK posts a completing request
+    /// at once when it heads its queue).
+    #[inline]
+    fn post_now(&mut self, core: &mut PgCore, rk: u32, q: WaitQueue) -> bool {
+        let r = &self.reqs[rk as usize];
+        let qk = r.qp;
+        let need = u32::from(r.writes) + 1;
+        let Some(qp) = self.qpairs.get(qk as usize) else {
+            return false;
+        };
+        let idle = match q {
+            WaitQueue::Sends => qp.pending_send.is_empty(),
+            // The replay serves RDMA READs before data to the host: none may wait.
+            WaitQueue::Writes => qp.pending_write.is_empty() && qp.pending_read.is_empty(),
+            _ => false,
+        };
+        idle && qp.sq_cap.saturating_sub(qp.sq_used) >= need && self.post_response(core, qk, rk)
     }
 
     fn enqueue(&mut self, rk: u32, q: WaitQueue) {
