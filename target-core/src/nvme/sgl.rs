@@ -174,6 +174,7 @@ pub enum DataSgl {
 
 impl DataSgl {
     /// Total data length in bytes.
+    #[inline]
     pub fn len(&self) -> u32 {
         match self {
             DataSgl::None => 0,
@@ -185,6 +186,7 @@ impl DataSgl {
     }
 
     /// True when there is no data.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -193,6 +195,7 @@ impl DataSgl {
     ///
     /// Only a single keyed descriptor with subtype 0xF and a non-zero length qualifies: the host
     /// checks that the invalidated key is the one of this request's memory region.
+    #[inline]
     pub fn invalidate_key(&self) -> Option<u32> {
         match self {
             DataSgl::Keyed(k) if k.invalidate && k.len > 0 => Some(k.key),

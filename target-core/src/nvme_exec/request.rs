@@ -140,6 +140,7 @@ impl NvmeReq {
     }
 
     /// Resets for a new command (the bdev I/O and its buffers stay with the request).
+    #[inline]
     pub fn reset(&mut self, token: u64, sqe: Sqe) {
         self.sqe = sqe;
         self.sgl = DataSgl::None;
