@@ -108,32 +108,52 @@ impl SharedRecvQueue {
         self.posted = self.posted.saturating_sub(1);
     }
 
-    /// Posts the batch (one doorbell). Receives the adapter refused are handed to
+    /// Posts the batch, then the queued slots (one doorbell each). Receives the adapter
+    /// refused, and those after them, are handed to
     /// `unposted` (their buffers are the caller's again). `None` if there was nothing to post.
     pub fn flush(&mut self, mut unposted: impl FnMut(&RecvWr)) -> Option<Flushed> {
         if self.batch.is_empty() && self.queued.is_empty() {
             return None;
         }
-        let n = self.batch.len() + self.queued.len();
-        let slots = &self.slots;
-        let all = || {
-            self.batch
-                .iter()
-                .chain(self.queued.iter().map(|&s| &slots[s as usize]))
-        };
-        let res = self.srq.post_recv(all());
-        let posted = res.as_ref().map_or_else(|e| e.posted.min(n), |_| n);
-        for wr in all().skip(posted) {
-            unposted(wr);
+        let mut posted = 0;
+        let mut error = None;
+        // Two posts (two doorbells) only when both kinds were queued: a user queues one kind.
+        if !self.batch.is_empty() {
+            let n = self.batch.len();
+            let res = self.srq.post_recv(self.batch.iter());
+            let done = res.as_ref().map_or_else(|e| e.posted.min(n), |_| n);
+            for wr in &self.batch[done..] {
+                unposted(wr);
+            }
+            posted += done;
+            error = res.err();
+        }
+        if !self.queued.is_empty() {
+            let slots = self.slots.as_slice();
+            let n = self.queued.len();
+            let done = if error.is_some() {
+                0
+            } else {
+                let res = self.srq.post_recv(kept(slots, &self.queued));
+                let done = res.as_ref().map_or_else(|e| e.posted.min(n), |_| n);
+                error = res.err();
+                done
+            };
+            for wr in kept(slots, &self.queued[done..]) {
+                unposted(wr);
+            }
+            posted += done;
         }
         self.batch.clear();
         self.queued.clear();
         self.posted += posted as u32;
-        Some(Flushed {
-            posted,
-            error: res.err(),
-        })
+        Some(Flushed { posted, error })
     }
+}
+
+/// The work requests kept in `slots` for the queued slot indices `q`.
+fn kept<'a>(slots: &'a [RecvWr], q: &'a [u32]) -> impl Iterator<Item = &'a RecvWr> + Clone + 'a {
+    q.iter().map(|&s| &slots[s as usize])
 }
 
 #[cfg(test)]
