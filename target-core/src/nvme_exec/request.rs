@@ -170,7 +170,8 @@ impl NvmeReq {
 /// queue's policy. `in_capsule` is the data that followed the SQE in the capsule, and
 /// `in_capsule_capacity` what the receive buffers can hold. Returns the data direction to
 /// prepare for (`None` when there is no data); on `Err` complete at once with
-/// [`Queue::cqe`] and that status.
+/// [`Queue::cqe`] and that status. Inlined into the transport: it runs per command.
+#[inline]
 pub fn begin(
     t: &TransportInfo,
     q: &mut Queue,
@@ -288,7 +289,9 @@ fn give_back(core: &mut PgCore, req: &mut NvmeReq) {
     fused::dropped(core, req);
 }
 
-/// Executes a command whose host data (if any) is in `req.io.bufs`.
+/// Executes a command whose host data (if any) is in `req.io.bufs`. Inlined into the
+/// transport: it dispatches by the queue's role.
+#[inline]
 pub fn execute(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) -> NvmeAction {
     if q.is_closing() {
         return complete(q, req, Status::ABORTED_SQ_DELETION);
