@@ -709,7 +709,7 @@ impl RdmaPg {
         self.drive(core, rk, Event::IoBack);
     }
 
-    pub(crate) fn on_recv(&mut self, core: &mut PgCore, id: WrId, wc: WorkCompletion) {
+    pub(crate) fn on_recv(&mut self, core: &mut PgCore, id: WrId, wc: &WorkCompletion) {
         let rv = id.key;
         let Some(owner) = self.recvs.get(rv as usize).map(|r| r.owner) else {
             return;
@@ -793,7 +793,7 @@ impl RdmaPg {
 
     /// The response SEND of request `rk` on queue pair `qk` (both checked by the caller)
     /// completed.
-    pub(crate) fn on_send(&mut self, core: &mut PgCore, rk: u32, qk: u32, wc: WorkCompletion) {
+    pub(crate) fn on_send(&mut self, core: &mut PgCore, rk: u32, qk: u32, wc: &WorkCompletion) {
         let Self {
             reqs, qpairs, devs, ..
         } = self;
@@ -820,7 +820,7 @@ impl RdmaPg {
 
     /// An RDMA READ of request `rk` on queue pair `qk` (both checked by the caller)
     /// completed.
-    pub(crate) fn on_read(&mut self, core: &mut PgCore, rk: u32, qk: u32, wc: WorkCompletion) {
+    pub(crate) fn on_read(&mut self, core: &mut PgCore, rk: u32, qk: u32, wc: &WorkCompletion) {
         let qp = &mut self.qpairs[qk as usize];
         qp.sq_used = qp.sq_used.saturating_sub(1);
         qp.reads_out = qp.reads_out.saturating_sub(1);
@@ -838,7 +838,7 @@ impl RdmaPg {
     }
 
     /// RDMA WRITEs are unsignaled: only errors arrive (the SEND after them reports too).
-    pub(crate) fn on_write(&mut self, core: &mut PgCore, qk: u32, wc: WorkCompletion) {
+    pub(crate) fn on_write(&mut self, core: &mut PgCore, qk: u32, wc: &WorkCompletion) {
         if wc.status != WcStatus::WrFlushErr {
             tracing::warn!(status = ?wc.status, "RDMA WRITE failed");
             self.close(core, qk);
