@@ -251,6 +251,7 @@ pub fn bdev_status(op: &BdevOp, s: IoStatus) -> Status {
 }
 
 /// A bdev I/O of this request came back.
+#[inline]
 pub fn io_done(
     cx: &mut NvmeCtx<'_>,
     q: &mut Queue,

@@ -198,6 +198,7 @@ pub fn begin(
     }
 }
 
+#[inline]
 fn decode_sgl(
     t: &TransportInfo,
     q: &mut Queue,

@@ -38,7 +38,8 @@ fn remote(sgl: &DataSgl) -> impl Iterator<Item = RemoteSegment> + Clone + '_ {
 }
 
 /// How many RDMA READs or WRITEs move `total` bytes of a request (`None`: they cannot be
-/// planned, or too many).
+/// planned, or too many). Inlined: the usual case is a comparison.
+#[inline]
 fn count(r: &Req, total: u32, max_sge: usize) -> Option<u16> {
     let bufs = r.ex.io.as_ref()?.bufs.as_slice();
     transfer::count(remote(&r.ex.sgl), bufs, total, max_sge)
