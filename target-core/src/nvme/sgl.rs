@@ -261,7 +261,10 @@ pub fn parse(sqe: &Sqe, in_capsule: &[u8], policy: &SglPolicy) -> Result<DataSgl
 }
 
 /// [`parse`] into `out` (left as it was on error): a transport parses into its preallocated
-/// request without moving the (large) list variant around per command.
+/// request without moving the (large) list variant around per command. Inlined: one keyed
+/// data block (every RDMA read or write without in-capsule data) is decoded here, the other
+/// descriptors by a call.
+#[inline]
 pub fn parse_into(
     sqe: &Sqe,
     in_capsule: &[u8],
@@ -270,6 +273,30 @@ pub fn parse_into(
 ) -> Result<(), Status> {
     tracing::trace!(target: crate::hex::WIRE_TARGET, kind = "nvme_capsule",
                     sqe = %crate::hex::Hex(&sqe.0), data = %crate::hex::Hex(in_capsule));
+    let d = sqe.sgl1();
+    if sqe.psdt() != 3 && d.sgl_type() == sgl_type::KEYED_DATA_BLOCK && policy.keyed {
+        // What the match below does for it.
+        let k = keyed(&d, d.subtype())?;
+        if k.len > policy.max_len {
+            return Err(TOO_LONG);
+        }
+        *out = if k.len == 0 {
+            DataSgl::None
+        } else {
+            DataSgl::Keyed(k)
+        };
+        return Ok(());
+    }
+    parse_other(sqe, in_capsule, policy, out)
+}
+
+/// [`parse_into`] for every descriptor but an allowed keyed data block.
+fn parse_other(
+    sqe: &Sqe,
+    in_capsule: &[u8],
+    policy: &SglPolicy,
+    out: &mut DataSgl,
+) -> Result<(), Status> {
     if sqe.psdt() == 3 {
         return Err(Status::INVALID_FIELD);
     }
@@ -341,6 +368,7 @@ pub fn parse_into(
     }
 }
 
+#[inline]
 fn keyed(d: &SglDescriptor, subtype: u8) -> Result<KeyedSgl, Status> {
     let invalidate = match subtype {
         sgl_subtype::ADDRESS => false,

@@ -185,6 +185,7 @@ pub(super) fn io_error(q: &Queue, req: &mut NvmeReq, status: Status) -> NvmeActi
     complete(q, req, status)
 }
 
+#[inline]
 pub(super) fn submit(
     cx: &mut NvmeCtx<'_>,
     q: &mut Queue,

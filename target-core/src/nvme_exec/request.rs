@@ -231,6 +231,7 @@ pub(super) fn complete(q: &Queue, req: &mut NvmeReq, status: Status) -> NvmeActi
     NvmeAction::Complete
 }
 
+#[inline]
 pub(super) fn release(core: &mut PgCore, req: &mut NvmeReq) {
     if let Some((sub, kind)) = req.admitted.take() {
         core.release(sub, kind);
@@ -331,6 +332,7 @@ pub(super) fn data_slice(req: &mut NvmeReq) -> Result<&mut [u8], Status> {
     }
 }
 
+#[inline]
 pub(super) fn admit(
     cx: &mut NvmeCtx<'_>,
     req: &mut NvmeReq,
