@@ -162,17 +162,24 @@ mod tests {
     use fabric::{Access, Fabric, SgeList, SimNetwork};
     use std::net::{IpAddr, Ipv4Addr};
 
-    #[test]
-    fn batches_post_in_one_flush_and_refusals_come_back() {
+    /// A shared receive queue of depth 4 on a simulated device `name` (10.9.1.`host`), and
+    /// the 64-byte receive `i` of a registered region.
+    fn rig(name: &str, host: u8) -> (SimNetwork, SharedRecvQueue, impl Fn(u64) -> RecvWr) {
         let net = SimNetwork::new();
-        net.add_device("srq0", IpAddr::V4(Ipv4Addr::new(10, 9, 1, 1)))
+        net.add_device(name, IpAddr::V4(Ipv4Addr::new(10, 9, 1, host)))
             .unwrap();
         let dev = Fabric::sim(&net).devices().unwrap().remove(0);
         let pd = dev.alloc_pd().unwrap();
         let region = iobuf::DmaRegion::new(8 * 64).unwrap();
         let mr = pd.register(&region, Access::LOCAL_WRITE).unwrap();
-        let mut q = SharedRecvQueue::new(&pd, 4, 1).unwrap();
-        let wr = |i: u64| RecvWr::new(i, SgeList::one(mr.sge(region.addr() + i * 64, 64)));
+        let q = SharedRecvQueue::new(&pd, 4, 1).unwrap();
+        let wr = move |i: u64| RecvWr::new(i, SgeList::one(mr.sge(region.addr() + i * 64, 64)));
+        (net, q, wr)
+    }
+
+    #[test]
+    fn batches_post_in_one_flush_and_refusals_come_back() {
+        let (_net, mut q, wr) = rig("srq0", 1);
         assert_eq!(q.flush(|_| panic!("nothing to refuse")), None);
         for i in 0..3 {
             q.push(wr(i));
@@ -202,15 +209,7 @@ mod tests {
 
     #[test]
     fn slots_post_the_kept_work_request_after_the_batch() {
-        let net = SimNetwork::new();
-        net.add_device("srq1", IpAddr::V4(Ipv4Addr::new(10, 9, 1, 2)))
-            .unwrap();
-        let dev = Fabric::sim(&net).devices().unwrap().remove(0);
-        let pd = dev.alloc_pd().unwrap();
-        let region = iobuf::DmaRegion::new(8 * 64).unwrap();
-        let mr = pd.register(&region, Access::LOCAL_WRITE).unwrap();
-        let mut q = SharedRecvQueue::new(&pd, 4, 1).unwrap();
-        let wr = |i: u64| RecvWr::new(i, SgeList::one(mr.sge(region.addr() + i * 64, 64)));
+        let (_net, mut q, wr) = rig("srq1", 2);
         let a = q.add_slot(wr(10));
         let b = q.add_slot(wr(11));
         assert_eq!(q.slot(b).map(|w| w.wr_id), Some(11));
