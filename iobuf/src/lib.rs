@@ -198,12 +198,14 @@ impl IoBuf {
 
     /// Sets the length of the window in use. Panics if it would pass the end of the buffer (a
     /// caller bug).
+    #[inline]
     pub fn set_len(&mut self, len: usize) {
         self.set_window(self.start, len);
     }
 
     /// Sets the window in use to `[start, start + len)`. Panics if it would pass the end of
     /// the buffer (a caller bug).
+    #[inline]
     pub fn set_window(&mut self, start: usize, len: usize) {
         assert!(
             start.checked_add(len).is_some_and(|end| end <= self.cap),
@@ -215,6 +217,7 @@ impl IoBuf {
     }
 
     /// Makes the whole buffer the window in use again.
+    #[inline]
     pub fn reset(&mut self) {
         self.start = 0;
         self.len = self.cap;
@@ -349,14 +352,11 @@ impl BufCache {
     }
 
     /// Takes a buffer from the cache, refilling from the shared pool when empty.
+    /// Inlined: it runs per I/O; the refill is a call of its own.
+    #[inline]
     pub fn get(&mut self) -> Option<IoBuf> {
         if self.local.is_empty() {
-            for _ in 0..self.target {
-                match self.pool.get() {
-                    Some(b) => self.local.push(b),
-                    None => break,
-                }
-            }
+            self.refill();
         }
         self.local.pop().map(|mut b| {
             b.reset();
@@ -364,15 +364,32 @@ impl BufCache {
         })
     }
 
+    #[cold]
+    fn refill(&mut self) {
+        for _ in 0..self.target {
+            match self.pool.get() {
+                Some(b) => self.local.push(b),
+                None => break,
+            }
+        }
+    }
+
     /// Returns a buffer to the cache, spilling half to the shared pool when it grows too big.
+    /// Inlined: it runs per I/O; the spill is a call of its own.
+    #[inline]
     pub fn put(&mut self, buf: IoBuf) {
         self.local.push(buf);
         if self.local.len() >= 2 * self.target {
-            let keep = self.target;
-            while self.local.len() > keep {
-                if let Some(b) = self.local.pop() {
-                    self.pool.put(b);
-                }
+            self.spill();
+        }
+    }
+
+    #[cold]
+    fn spill(&mut self) {
+        let keep = self.target;
+        while self.local.len() > keep {
+            if let Some(b) = self.local.pop() {
+                self.pool.put(b);
             }
         }
     }

@@ -47,7 +47,9 @@ pub enum RdmaOp {
 
 /// Walks the first `total` bytes of `remote` against the windows of `local`, calling
 /// `f(remote_addr, rkey, sges)` for each work request, in order. `lkey` gives the local key of
-/// the registration holding an address. Returns the number of work requests.
+/// the registration holding an address. Returns the number of work requests. Inlined: the
+/// usual case is built here, the walk is a call of its own.
+#[inline]
 pub fn plan(
     remote: impl IntoIterator<Item = RemoteSegment>,
     local: &[IoBuf],
@@ -56,7 +58,6 @@ pub fn plan(
     lkey: impl Fn(u64) -> Option<u32>,
     mut f: impl FnMut(u64, u32, SgeList),
 ) -> Result<u32, PlanError> {
-    let max_sge = max_sge.clamp(1, MAX_SGE);
     let mut remote = remote.into_iter();
     let Some(first) = remote.next() else {
         return if total > 0 {
@@ -80,6 +81,20 @@ pub fn plan(
         f(first.addr, first.rkey, SgeList::one(sge));
         return Ok(1);
     }
+    walk(first, remote, local, total, max_sge, lkey, f)
+}
+
+/// [`plan`]'s walk of the segments against the buffers, `first` the first segment.
+fn walk(
+    first: RemoteSegment,
+    remote: impl Iterator<Item = RemoteSegment>,
+    local: &[IoBuf],
+    total: u32,
+    max_sge: usize,
+    lkey: impl Fn(u64) -> Option<u32>,
+    mut f: impl FnMut(u64, u32, SgeList),
+) -> Result<u32, PlanError> {
+    let max_sge = max_sge.clamp(1, MAX_SGE);
     let mut left = total;
     let (mut bi, mut bo) = (0usize, 0usize);
     let mut count = 0u32;
@@ -127,7 +142,8 @@ pub fn plan(
 }
 
 /// How many work requests [`plan`] would produce, without building them: one remote segment
-/// into one buffer, the usual case, costs nothing.
+/// into one buffer, the usual case, costs nothing (inlined).
+#[inline]
 pub fn count<I>(remote: I, local: &[IoBuf], total: u32, max_sge: usize) -> Result<u32, PlanError>
 where
     I: IntoIterator<Item = RemoteSegment>,

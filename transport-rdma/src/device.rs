@@ -58,9 +58,14 @@ impl RdmaPg {
             )?;
             // Every receive is posted before the first connection is accepted; the shared
             // queue's receives reserve completion-queue room of their own.
+            // Each receive's work request is kept in a slot of the queue: a repost queues
+            // the slot, nothing is built or copied.
             for &k in &res.recvs {
-                if let Some(wr) = self.recvs[k as usize].wr(k, 0) {
-                    srq.push(wr);
+                let recv = &mut self.recvs[k as usize];
+                if let Some(wr) = recv.wr(k, 0) {
+                    let slot = srq.add_slot(wr);
+                    recv.srq_slot = slot;
+                    srq.push_slot(slot);
                 }
             }
             let flushed = srq.flush(|_| {});

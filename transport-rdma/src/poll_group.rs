@@ -72,7 +72,9 @@ pub struct RdmaPg {
     pub(crate) synth: Vec<WorkCompletion>,
     /// Queue pairs with work requests batched for the end of the poll.
     pub(crate) dirty: Vec<u32>,
-    pub(crate) wcs: [WorkCompletion; WC_BATCH],
+    /// The completions of one poll of the queues (taken out of the poll group while they are
+    /// handled, so each is handled by reference).
+    pub(crate) wcs: Box<[WorkCompletion]>,
     pub(crate) timer: Option<PollerId>,
     pub(crate) now: Instant,
     pub(crate) now_ns: u64,
@@ -119,7 +121,7 @@ impl RdmaPg {
             bdev_retry: VecDeque::with_capacity(256),
             synth: Vec::with_capacity(256),
             dirty: Vec::with_capacity(64),
-            wcs: [WorkCompletion::default(); WC_BATCH],
+            wcs: vec![WorkCompletion::default(); WC_BATCH].into_boxed_slice(),
             timer: None,
             now: Instant::now(),
             now_ns: 0,
@@ -188,12 +190,12 @@ impl RdmaPg {
     }
 
     /// A work completion: dispatched by the kind in its id.
-    pub(crate) fn on_wc(&mut self, core: &mut PgCore, wc: WorkCompletion) {
+    pub(crate) fn on_wc(&mut self, core: &mut PgCore, wc: &WorkCompletion) {
         let id = WrId::unpack(wc.wr_id);
         match id.kind {
             kind::RECV => self.on_recv(core, id, wc),
             kind::SEND | kind::READ | kind::WRITE => {
-                let Some(qk) = self.owner_of_wc(id, &wc) else {
+                let Some(qk) = self.owner_of_wc(id, wc) else {
                     tracing::debug!(wr_id = wc.wr_id, "completion for a released request");
                     return;
                 };
@@ -229,10 +231,11 @@ impl RdmaPg {
 
     fn poll_cq(&mut self, core: &mut PgCore, d: usize) -> usize {
         let mut total = 0;
+        // Out of the poll group while its completions are handled (nothing they do polls).
+        let mut wcs = std::mem::take(&mut self.wcs);
         while let Some(dp) = self.devs[d].as_mut() {
-            let n = dp.cqs.poll(&mut self.wcs);
-            for i in 0..n {
-                let wc = self.wcs[i];
+            let n = dp.cqs.poll(&mut wcs);
+            for wc in &wcs[..n] {
                 self.on_wc(core, wc);
             }
             total += n;
@@ -240,6 +243,7 @@ impl RdmaPg {
                 break;
             }
         }
+        self.wcs = wcs;
         total
     }
 
@@ -402,7 +406,7 @@ impl TransportPollGroup for RdmaPg {
             }
         }
         while let Some(wc) = self.synth.pop() {
-            self.on_wc(core, wc);
+            self.on_wc(core, &wc);
             work += 1;
         }
         if !self.bdev_retry.is_empty() {
@@ -415,7 +419,7 @@ impl TransportPollGroup for RdmaPg {
         self.flush(core);
         // Posting may have failed: finish those requests now.
         while let Some(wc) = self.synth.pop() {
-            self.on_wc(core, wc);
+            self.on_wc(core, &wc);
         }
         work
     }

@@ -55,6 +55,9 @@ pub(crate) struct Recv {
     pub icd: Option<IoBuf>,
     pub icd_lkey: u32,
     pub posted: bool,
+    /// Its slot in the shared receive queue, which keeps its work request for reposting
+    /// ([`NONE`] on a queue pair's own receive queue).
+    pub srq_slot: u32,
     /// The queue pair the last completed receive came from, and its length.
     pub qp: u32,
     pub len: u32,
@@ -181,6 +184,7 @@ impl ResSet {
                 icd: Some(icd),
                 icd_lkey,
                 posted: false,
+                srq_slot: NONE,
                 qp: NONE,
                 len: 0,
             });

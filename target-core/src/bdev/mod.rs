@@ -456,6 +456,7 @@ impl IoChannel {
     }
 
     /// Hands an admitted I/O to the backend.
+    #[inline]
     fn start(&mut self, io: Box<BdevIo>) -> Result<(), Box<BdevIo>> {
         if matches!(io.op, BdevOp::Compare { .. }) && !self.bdev.supports(IoType::Compare) {
             self.compare_by_reading(io);

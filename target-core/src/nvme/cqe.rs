@@ -37,6 +37,7 @@ impl Cqe {
     }
 
     /// Encodes the 16 bytes that go on the wire.
+    #[inline]
     pub fn encode(&self) -> [u8; CQE_SIZE] {
         let mut b = [0u8; CQE_SIZE];
         le::put_u32(&mut b, 0, self.dw0);

@@ -90,6 +90,7 @@ impl IoCmd {
 /// `ns` is the active namespace named by `sqe.nsid()` (`None` if there is none, including NSID 0
 /// and 0xFFFFFFFF); `sgl_len` is the total SGL1 length from [`super::sgl::parse`] or its error;
 /// `max_io_size` is the transfer limit advertised through MDTS.
+#[inline]
 pub fn decode(
     sqe: &Sqe,
     ns: Option<&NamespaceView>,

@@ -185,6 +185,7 @@ pub(super) fn io_error(q: &Queue, req: &mut NvmeReq, status: Status) -> NvmeActi
     complete(q, req, status)
 }
 
+#[inline]
 pub(super) fn submit(
     cx: &mut NvmeCtx<'_>,
     q: &mut Queue,
@@ -251,6 +252,7 @@ pub fn bdev_status(op: &BdevOp, s: IoStatus) -> Status {
 }
 
 /// A bdev I/O of this request came back.
+#[inline]
 pub fn io_done(
     cx: &mut NvmeCtx<'_>,
     q: &mut Queue,

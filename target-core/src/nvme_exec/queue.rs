@@ -205,6 +205,7 @@ impl Queue {
     }
 
     /// The SGL policy for commands on this queue.
+    #[inline]
     pub fn sgl_policy(&self, t: &TransportInfo, in_capsule_capacity: u32) -> SglPolicy {
         if self.is_admin() {
             t.limits
@@ -239,6 +240,7 @@ impl Queue {
 
     /// A completion for `sqe` on this queue with `status`; an I/O queue counts it for its
     /// listener.
+    #[inline]
     pub fn cqe(&self, sqe: &Sqe, status: Status) -> Cqe {
         if matches!(self.role, QueueRole::Io(_)) {
             self.io_stats.count_nvme(sqe, status);

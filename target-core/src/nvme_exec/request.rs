@@ -140,6 +140,7 @@ impl NvmeReq {
     }
 
     /// Resets for a new command (the bdev I/O and its buffers stay with the request).
+    #[inline]
     pub fn reset(&mut self, token: u64, sqe: Sqe) {
         self.sqe = sqe;
         self.sgl = DataSgl::None;
@@ -169,7 +170,8 @@ impl NvmeReq {
 /// queue's policy. `in_capsule` is the data that followed the SQE in the capsule, and
 /// `in_capsule_capacity` what the receive buffers can hold. Returns the data direction to
 /// prepare for (`None` when there is no data); on `Err` complete at once with
-/// [`Queue::cqe`] and that status.
+/// [`Queue::cqe`] and that status. Inlined into the transport: it runs per command.
+#[inline]
 pub fn begin(
     t: &TransportInfo,
     q: &mut Queue,
@@ -196,6 +198,7 @@ pub fn begin(
     }
 }
 
+#[inline]
 fn decode_sgl(
     t: &TransportInfo,
     q: &mut Queue,
@@ -228,6 +231,7 @@ pub(super) fn complete(q: &Queue, req: &mut NvmeReq, status: Status) -> NvmeActi
     NvmeAction::Complete
 }
 
+#[inline]
 pub(super) fn release(core: &mut PgCore, req: &mut NvmeReq) {
     if let Some((sub, kind)) = req.admitted.take() {
         core.release(sub, kind);
@@ -287,7 +291,9 @@ fn give_back(core: &mut PgCore, req: &mut NvmeReq) {
     fused::dropped(core, req);
 }
 
-/// Executes a command whose host data (if any) is in `req.io.bufs`.
+/// Executes a command whose host data (if any) is in `req.io.bufs`. Inlined into the
+/// transport: it dispatches by the queue's role.
+#[inline]
 pub fn execute(cx: &mut NvmeCtx<'_>, q: &mut Queue, req: &mut NvmeReq) -> NvmeAction {
     if q.is_closing() {
         return complete(q, req, Status::ABORTED_SQ_DELETION);
@@ -326,6 +332,7 @@ pub(super) fn data_slice(req: &mut NvmeReq) -> Result<&mut [u8], Status> {
     }
 }
 
+#[inline]
 pub(super) fn admit(
     cx: &mut NvmeCtx<'_>,
     req: &mut NvmeReq,

@@ -42,6 +42,7 @@ fn requester(q: &Queue) -> Option<Initiator> {
 
 /// The conflict check of an I/O command to namespace `nsid` of subsystem `sub`: one atomic
 /// load and a few branches while nothing is reserved. `false` is Reservation Conflict.
+#[inline]
 pub(super) fn check(cx: &mut NvmeCtx<'_>, q: &Queue, sub: u32, nsid: u32, opcode: u8) -> bool {
     let Some(who) = requester(q) else {
         return true;

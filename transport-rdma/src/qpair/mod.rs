@@ -222,7 +222,7 @@ impl RdmaPg {
     }
 
     /// The drain marker's completion.
-    pub(crate) fn on_marker(&mut self, core: &mut PgCore, id: WrId, wc: fabric::WorkCompletion) {
+    pub(crate) fn on_marker(&mut self, core: &mut PgCore, id: WrId, wc: &fabric::WorkCompletion) {
         let qk = id.key;
         let ours = self.qpairs.get(qk as usize).is_some_and(|qp| {
             qp.epoch == id.generation && qp.qp_num == wc.qp_num && qp.life.is_closing()

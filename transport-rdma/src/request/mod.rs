@@ -20,7 +20,7 @@ use target_core::target::PgCore;
 use crate::opts::{LARGE_BUF_SIZE, SMALL_BUF_SIZE};
 use crate::poll_group::RdmaPg;
 use crate::qpair::lifecycle::Event as QpEvent;
-use crate::resources::{Data, NONE, Owner, Req, kind};
+use crate::resources::{Data, NONE, Owner, Recv, Req, kind};
 use lifecycle::{Act, Event, Exec, Fetch, Start, State, WaitQueue};
 
 /// The keyed segments of a decoded SGL (empty for other kinds), as the planner takes them.
@@ -38,12 +38,25 @@ fn remote(sgl: &DataSgl) -> impl Iterator<Item = RemoteSegment> + Clone + '_ {
 }
 
 /// How many RDMA READs or WRITEs move `total` bytes of a request (`None`: they cannot be
-/// planned, or too many).
+/// planned, or too many). Inlined: the usual case is a comparison.
+#[inline]
 fn count(r: &Req, total: u32, max_sge: usize) -> Option<u16> {
     let bufs = r.ex.io.as_ref()?.bufs.as_slice();
     transfer::count(remote(&r.ex.sgl), bufs, total, max_sge)
         .ok()
         .and_then(|n| u16::try_from(n).ok())
+}
+
+/// Keeps receive `rv`'s work request in its shared receive queue slot again (its in-capsule
+/// buffer changed), or in a new slot if it had none.
+#[cold]
+fn rekeep(srq: &mut rdma_plumbing::SharedRecvQueue, rv: u32, recv: &mut Recv) {
+    let Some(wr) = recv.wr(rv, 0) else {
+        return;
+    };
+    if !srq.set_slot(recv.srq_slot, wr) {
+        recv.srq_slot = srq.add_slot(wr);
+    }
 }
 
 /// Logs an event a request's lifecycle refused (a bug, or a stale completion).
@@ -100,7 +113,11 @@ impl RdmaPg {
                     writes: self.plan_response(rk),
                 },
                 Act::Enqueue(q) => {
-                    self.enqueue(rk, q);
+                    // A response nothing waits ahead of, with send-queue room, is posted now
+                    // (as the queue's replay would post it at the end of the poll).
+                    if !self.post_now(core, rk, q) {
+                        self.enqueue(rk, q);
+                    }
                     return;
                 }
                 Act::Leave { queue, free } => {
@@ -123,6 +140,27 @@ impl RdmaPg {
                 Err(e) => return refused(rk, e),
             };
         }
+    }
+
+    /// Posts the response of `rk`, which is to wait in `q`, at once if `q` is a response
+    /// queue with nobody in it (nor RDMA READs waiting, for data to the host) and the send
+    /// queue has room for the chain; returns whether it did (SPDK posts a completing request
+    /// at once when it heads its queue).
+    #[inline]
+    fn post_now(&mut self, core: &mut PgCore, rk: u32, q: WaitQueue) -> bool {
+        let r = &self.reqs[rk as usize];
+        let qk = r.qp;
+        let need = u32::from(r.writes) + 1;
+        let Some(qp) = self.qpairs.get(qk as usize) else {
+            return false;
+        };
+        let idle = match q {
+            WaitQueue::Sends => qp.pending_send.is_empty(),
+            // The replay serves RDMA READs before data to the host: none may wait.
+            WaitQueue::Writes => qp.pending_write.is_empty() && qp.pending_read.is_empty(),
+            _ => false,
+        };
+        idle && qp.sq_cap.saturating_sub(qp.sq_used) >= need && self.post_response(core, qk, rk)
     }
 
     fn enqueue(&mut self, rk: u32, q: WaitQueue) {
@@ -531,13 +569,22 @@ impl RdmaPg {
         }
         match recv.owner {
             Owner::Dev(d) => {
-                let Some(wr) = recv.wr(rv, 0) else {
+                let Some(icd) = recv.icd.as_ref() else {
                     tracing::error!(rv, "receive reposted without its in-capsule buffer");
                     return;
                 };
                 if let Some(srq) = self.devs[d].as_mut().and_then(|p| p.srq.as_mut()) {
+                    // The slot's work request names the in-capsule buffer the receive had
+                    // when it was kept; one that came home different is kept anew.
+                    let kept = srq
+                        .slot(recv.srq_slot)
+                        .and_then(|w| w.sges.as_slice().get(1))
+                        .map(|s| s.addr);
+                    if kept != Some(icd.base_addr()) {
+                        rekeep(srq, rv, recv);
+                    }
                     recv.posted = true;
-                    srq.push(wr);
+                    srq.push_slot(recv.srq_slot);
                 }
             }
             Owner::Qp(qk) => {
@@ -663,7 +710,7 @@ impl RdmaPg {
         self.drive(core, rk, Event::IoBack);
     }
 
-    pub(crate) fn on_recv(&mut self, core: &mut PgCore, id: WrId, wc: WorkCompletion) {
+    pub(crate) fn on_recv(&mut self, core: &mut PgCore, id: WrId, wc: &WorkCompletion) {
         let rv = id.key;
         let Some(owner) = self.recvs.get(rv as usize).map(|r| r.owner) else {
             return;
@@ -747,7 +794,7 @@ impl RdmaPg {
 
     /// The response SEND of request `rk` on queue pair `qk` (both checked by the caller)
     /// completed.
-    pub(crate) fn on_send(&mut self, core: &mut PgCore, rk: u32, qk: u32, wc: WorkCompletion) {
+    pub(crate) fn on_send(&mut self, core: &mut PgCore, rk: u32, qk: u32, wc: &WorkCompletion) {
         let Self {
             reqs, qpairs, devs, ..
         } = self;
@@ -774,7 +821,7 @@ impl RdmaPg {
 
     /// An RDMA READ of request `rk` on queue pair `qk` (both checked by the caller)
     /// completed.
-    pub(crate) fn on_read(&mut self, core: &mut PgCore, rk: u32, qk: u32, wc: WorkCompletion) {
+    pub(crate) fn on_read(&mut self, core: &mut PgCore, rk: u32, qk: u32, wc: &WorkCompletion) {
         let qp = &mut self.qpairs[qk as usize];
         qp.sq_used = qp.sq_used.saturating_sub(1);
         qp.reads_out = qp.reads_out.saturating_sub(1);
@@ -792,7 +839,7 @@ impl RdmaPg {
     }
 
     /// RDMA WRITEs are unsignaled: only errors arrive (the SEND after them reports too).
-    pub(crate) fn on_write(&mut self, core: &mut PgCore, qk: u32, wc: WorkCompletion) {
+    pub(crate) fn on_write(&mut self, core: &mut PgCore, qk: u32, wc: &WorkCompletion) {
         if wc.status != WcStatus::WrFlushErr {
             tracing::warn!(status = ?wc.status, "RDMA WRITE failed");
             self.close(core, qk);
