@@ -961,6 +961,20 @@ impl CachedKey {
         }
     }
 
+    /// Whether a local entry of protection domain `pd` may use this key (`write`: the adapter
+    /// writes into it).
+    #[inline(always)]
+    fn allows_local(&self, pd: u64, write: bool) -> bool {
+        self.local_pd == pd && (!write || self.local_write)
+    }
+
+    /// Whether the responder of queue pair `qp_num` in `pd` may give a remote peer `need`
+    /// through this key (a bound window only to its own queue pair).
+    #[inline(always)]
+    fn allows_remote(&self, pd: u64, qp_num: u32, need: Access) -> bool {
+        self.pd == pd && self.access.contains(need) && self.mw_qp.is_none_or(|q| q == qp_num)
+    }
+
     #[inline]
     fn ptr(&self, addr: u64, len: usize) -> Option<*mut u8> {
         // Below `lo` wraps to above `span`.
@@ -1020,7 +1034,7 @@ impl KeyCache {
         write: bool,
     ) -> Option<*mut u8> {
         let c = self.hit(dev, s.lkey)?;
-        if s.length == 0 || c.local_pd != pd || (write && !c.local_write) {
+        if s.length == 0 || !c.allows_local(pd, write) {
             return None;
         }
         c.ptr(s.addr, s.length as usize)
@@ -1041,11 +1055,7 @@ impl KeyCache {
         need: Access,
     ) -> Option<*mut u8> {
         let c = self.hit(dev, rkey)?;
-        if len == 0
-            || c.pd != pd
-            || !c.access.contains(need)
-            || c.mw_qp.is_some_and(|q| q != qp_num)
-        {
+        if len == 0 || !c.allows_remote(pd, qp_num, need) {
             return None;
         }
         c.ptr(addr, len)
@@ -1142,7 +1152,7 @@ impl KeyCache {
                 Ok(c) => c,
                 Err(r) => return r,
             };
-            if c.local_pd != pd || (write && !c.local_write) {
+            if !c.allows_local(pd, write) {
                 return Resolve::Bad;
             }
             let Some(ptr) = c.ptr(s.addr, s.length as usize) else {
@@ -1174,7 +1184,7 @@ impl KeyCache {
             return Ok(Seg::EMPTY);
         }
         let c = self.slot(dev, rkey, touched)?;
-        if c.pd != pd || !c.access.contains(need) || c.mw_qp.is_some_and(|q| q != qp_num) {
+        if !c.allows_remote(pd, qp_num, need) {
             return Err(Resolve::Bad);
         }
         c.ptr(addr, len)
